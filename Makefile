@@ -1,0 +1,31 @@
+# The README's commands. `make train`: the main job offline; `make test`: the test suite.
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup fashion-mnist train test lint
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+# Debian's dataset-fashion-mnist package: the real Fashion-MNIST, installed without network.
+fashion-mnist:
+	@if [ ! -d /usr/share/datasets/fashion-mnist ] && command -v apt-get >/dev/null; then \
+		$(SUDO) apt-get install -y -qq dataset-fashion-mnist \
+		|| { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq dataset-fashion-mnist; }; \
+	fi
+
+train: setup fashion-mnist
+	$(PYTHON) -m app fit --config configs/fashion_mnist.yaml
+
+test: setup fashion-mnist
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m pytest
+
+lint: setup
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .

@@ -1,0 +1,1 @@
+"""Command-line glue: LightningCLI over the ``models`` and ``data`` packages."""

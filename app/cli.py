@@ -1,0 +1,69 @@
+"""The command line: LightningCLI with our defaults and the data-to-model links."""
+
+import sys
+
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.core.datamodule import LightningDataModule
+
+import data  # noqa: F401  (registers the DataModules' short names)
+import models
+from data import DataError
+
+
+class CLI(LightningCLI):
+    """``python -m app fit|validate|test|predict``; defaults: MNIST and MnistCNN."""
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.add_argument(
+            "--test_after_fit", type=bool, default=True, help="Test the best checkpoint when fit ends."
+        )
+        parser.set_defaults(
+            {
+                "data": {"class_path": "MNISTDataModule"},
+                "model.net": {"class_path": "MnistCNN"},
+                "checkpoint.monitor": "val/acc",
+                "checkpoint.mode": "max",
+                "checkpoint.filename": "best-epoch{epoch:02d}-step{step}",
+                "checkpoint.auto_insert_metric_name": False,
+                "checkpoint.save_last": True,
+            }
+        )
+        for key in ("in_channels", "num_classes", "image_size"):
+            parser.link_arguments(f"data.{key}", f"model.net.init_args.{key}", apply_on="instantiate")
+        parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")
+
+    def before_fit(self) -> None:
+        # Settle the run folder in this process: under ddp_spawn each launch (fit, then test)
+        # would otherwise pick the next free version and split one run in two folders.
+        for logger in self.trainer.loggers:
+            _ = logger.version
+
+    def after_fit(self) -> None:
+        if self.config.fit.test_after_fit:
+            self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path="best")
+
+
+def main(args: list[str] | None = None) -> None:
+    """Run the CLI; data problems end in one line on stderr and exit status 1."""
+    try:
+        CLI(
+            models.ImageClassifier,
+            LightningDataModule,
+            subclass_mode_data=True,
+            seed_everything_default=42,
+            auto_configure_optimizers=False,
+            trainer_defaults={
+                "default_root_dir": "runs",
+                "max_epochs": 10,
+                "logger": {
+                    "class_path": "lightning.pytorch.loggers.CSVLogger",
+                    "init_args": {"save_dir": "runs", "name": ""},
+                },
+            },
+            save_config_kwargs={"overwrite": True},
+            args=args,
+        )
+    except DataError as err:
+        sys.exit(f"error: {err}")

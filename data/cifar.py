@@ -1,0 +1,66 @@
+"""CIFAR-10 and CIFAR-100: 32x32 colour images in pickled batches."""
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torchvision.datasets import CIFAR10, CIFAR100
+from torchvision.transforms import v2
+
+from data.torchvision_data import TorchvisionDataModule
+
+
+class CIFAR10DataModule(TorchvisionDataModule):
+    """CIFAR-10, read from ``ROOT/cifar-10-batches-py``; random crop and flip for training.
+
+    Args:
+        verify: check the official md5 sums; turn off for batches you re-packed yourself.
+        **kwargs: see :class:`TorchvisionDataModule`.
+    """
+
+    dataset_class = CIFAR10
+    name = "CIFAR-10"
+    num_classes, in_channels, image_size = 10, 3, 32
+    mean, std = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
+
+    def __init__(self, *args, verify: bool = True, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if not verify:
+            self.dataset_class = _without_md5(self.dataset_class)
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.root, self.dataset_class.base_folder)
+
+    def train_transform(self) -> Callable:
+        return v2.Compose(
+            [
+                v2.ToImage(),
+                v2.RandomCrop(32, padding=4),
+                v2.RandomHorizontalFlip(),
+                v2.ToDtype(torch.float32, scale=True),
+                v2.Normalize(self.mean, self.std),
+            ]
+        )
+
+
+class CIFAR100DataModule(CIFAR10DataModule):
+    """CIFAR-100 (fine labels), read from ``ROOT/cifar-100-python``."""
+
+    dataset_class = CIFAR100
+    name = "CIFAR-100"
+    num_classes = 100
+    mean, std = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
+
+
+def _without_md5(cls: type[CIFAR10]) -> type[CIFAR10]:
+    """``cls`` with the md5 sums blanked: torchvision then checks only that files exist."""
+    return type(
+        cls.__name__,
+        (cls,),
+        {
+            "train_list": [[name, None] for name, _ in cls.train_list],
+            "test_list": [[name, None] for name, _ in cls.test_list],
+            "meta": {**cls.meta, "md5": None},
+        },
+    )

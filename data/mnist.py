@@ -1,0 +1,64 @@
+"""MNIST and Fashion-MNIST: 28x28 grey images in IDX files, 10 classes."""
+
+import gzip
+import os
+import shutil
+from pathlib import Path
+
+from lightning.pytorch.utilities import rank_zero_info
+from torch.utils.data import Dataset
+from torchvision.datasets import MNIST, FashionMNIST
+
+from data.torchvision_data import TorchvisionDataModule
+from data.vision import DatasetNotFoundError
+
+
+class MNISTDataModule(TorchvisionDataModule):
+    """MNIST, read from ``ROOT/MNIST/raw/*-ubyte``."""
+
+    dataset_class = MNIST
+    name = "MNIST"
+    num_classes, in_channels, image_size = 10, 1, 28
+    mean, std = (0.1307,), (0.3081,)
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.root, self.dataset_class.__name__, "raw")
+
+
+class FashionMNISTDataModule(MNISTDataModule):
+    """Fashion-MNIST, read from ``ROOT/FashionMNIST/raw/*-ubyte``.
+
+    Offline, it falls back to the copy that Debian's ``dataset-fashion-mnist`` package
+    installs in ``/usr/share/datasets/fashion-mnist`` (``apt install dataset-fashion-mnist``).
+    """
+
+    dataset_class = FashionMNIST
+    name = "Fashion-MNIST"
+    mean, std = (0.2860,), (0.3530,)
+    system_copy = Path("/usr/share/datasets/fashion-mnist")
+
+    def open(self, train: bool, download: bool) -> Dataset:
+        try:
+            return super().open(train, download)
+        except DatasetNotFoundError:
+            if not self._unpack_system_copy():
+                raise
+            return super().open(train, download=False)
+
+    def _unpack_system_copy(self) -> bool:
+        """Decompress the OS package's files into ``data_dir``; False if there are none."""
+        archives = [self.system_copy / name for name, _ in self.dataset_class.resources]
+        if not all(path.is_file() for path in archives):
+            return False
+        rank_zero_info(
+            f"{self.name} is not in {self.data_dir}: using the OS package's copy in {self.system_copy}"
+        )
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        for archive in archives:
+            target = self.data_dir / archive.stem
+            partial = target.with_suffix(".partial")
+            with gzip.open(archive) as src, open(partial, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            os.replace(partial, target)
+        return True

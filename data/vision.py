@@ -1,0 +1,137 @@
+"""The base of every DataModule here: train/val split, test split, transforms, loaders."""
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from lightning import LightningDataModule
+from torch.utils.data import DataLoader, Dataset
+from torchvision.transforms import v2
+
+
+class DataError(Exception):
+    """Missing or unusable data; the message says what to do about it."""
+
+
+class DatasetNotFoundError(DataError):
+    """A data set is not on disk and cannot be fetched."""
+
+
+class Split(Dataset):
+    """The samples ``indices`` of ``dataset``, each image passed through ``transform``.
+
+    One decoded data set serves both the augmented train split and the plain val split,
+    which ``torch.utils.data.Subset`` cannot do (the transform belongs to the data set).
+    """
+
+    def __init__(self, dataset: Dataset, indices: Sequence[int], transform: Callable) -> None:
+        self.dataset, self.indices, self.transform = dataset, indices, transform
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: int) -> tuple[Any, int]:
+        image, label = self.dataset[self.indices[i]]
+        return self.transform(image), label
+
+
+class VisionDataModule(LightningDataModule):
+    """Image classification data: a train set (part held out for validation) and a test set.
+
+    Subclasses set the class attributes below and implement :meth:`load`.
+
+    Args:
+        root: folder that holds the data set.
+        batch_size: samples per batch **per device** (the global batch is this times
+            devices times nodes).
+        num_workers: loader worker processes per device; None picks from the cores per device.
+        val_size: training samples held out for validation (an int), or a fraction.
+        split_seed: seed of the train/val split, the same on every rank and every run.
+    """
+
+    num_classes: int
+    in_channels: int
+    image_size: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+
+    def __init__(
+        self,
+        root: str = "datasets",
+        batch_size: int = 128,
+        num_workers: int | None = None,
+        val_size: int | float = 5000,
+        split_seed: int = 42,
+    ) -> None:
+        super().__init__()
+        self.root = root
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.val_size = val_size
+        self.split_seed = split_seed
+
+    def load(self, train: bool) -> Dataset:
+        """The train or test set on disk, yielding (PIL image, label)."""
+        raise NotImplementedError
+
+    def eval_transform(self) -> Callable:
+        """Image to normalized float tensor."""
+        return v2.Compose(
+            [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(self.mean, self.std)]
+        )
+
+    def train_transform(self) -> Callable:
+        """Like :meth:`eval_transform`, plus the augmentation of this data set (none here)."""
+        return self.eval_transform()
+
+    def setup(self, stage: str) -> None:
+        if stage in ("fit", "validate"):
+            train = self.load(train=True)
+            n_val = self.val_size if isinstance(self.val_size, int) else round(self.val_size * len(train))
+            if not 0 < n_val < len(train):
+                raise DataError(
+                    f"val_size={self.val_size} leaves no samples for training or for validation "
+                    f"(the train set has {len(train)}); pass a smaller --data.val_size"
+                )
+            order = torch.randperm(
+                len(train), generator=torch.Generator().manual_seed(self.split_seed)
+            ).tolist()
+            self.train_set = Split(train, order[n_val:], self.train_transform())
+            self.val_set = Split(train, order[:n_val], self.eval_transform())
+        if stage in ("test", "predict"):
+            test = self.load(train=False)
+            self.test_set = Split(test, range(len(test)), self.eval_transform())
+
+    def workers(self) -> int:
+        """``num_workers``, or the cores per device minus one (at most 8; none if 2 or fewer,
+        where workers would only take cores from the training process)."""
+        if self.num_workers is not None:
+            return self.num_workers
+        devices = self.trainer.num_devices if self.trainer else 1
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        per_device = cores // devices
+        return 0 if per_device <= 2 else min(8, per_device - 1)
+
+    def _loader(self, dataset: Dataset, shuffle: bool = False) -> DataLoader:
+        workers = self.workers()
+        return DataLoader(
+            dataset,
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            num_workers=workers,
+            persistent_workers=workers > 0,
+            pin_memory=torch.cuda.is_available(),
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_set, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.val_set)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader(self.test_set)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._loader(self.test_set)

@@ -1,0 +1,20 @@
+"""The base class of the networks that ``--model.net`` can name."""
+
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    """A classification network: images in, logits out (no softmax).
+
+    Subclasses take ``in_channels``, ``num_classes`` and ``image_size`` keyword
+    arguments, which the CLI fills in from the DataModule. The base class exists so
+    that ``--model.net ResNet`` resolves among our networks only: annotating with
+    ``nn.Module`` would make the short name clash with ``torchvision.models.ResNet``.
+    """
+
+
+def flat_features(features: nn.Module, in_channels: int, image_size: int) -> int:
+    """Number of values ``features`` yields per image, found with one dummy forward."""
+    with torch.no_grad():
+        return features(torch.zeros(1, in_channels, image_size, image_size)).numel()

@@ -1,0 +1,123 @@
+"""``python -m app`` as users run it: a real subprocess on data in the real formats."""
+
+import csv
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, run_app
+
+PRESETS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").glob("*.yaml"))
+
+
+def logged(run: Path) -> dict[str, list[float]]:
+    """Every metric a run's CSVLogger wrote, in order."""
+    values: dict[str, list[float]] = {}
+    with open(run / "metrics.csv") as f:
+        for row in csv.DictReader(f):
+            for key, value in row.items():
+                if value and key not in ("epoch", "step"):
+                    values.setdefault(key, []).append(float(value))
+    return values
+
+
+def check(result) -> None:
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_fit_saves_checkpoints_and_test_reloads_them(mnist_root, tmp_path):
+    check(run_app("fit", f"--data.root={mnist_root}", cwd=tmp_path))
+    run = tmp_path / "runs" / "version_0"
+    checkpoints = sorted(p.name for p in (run / "checkpoints").iterdir())
+    assert checkpoints[-1] == "last.ckpt" and checkpoints[0].startswith("best-epoch00")
+    fit_metrics = logged(run)
+    assert {"train/loss", "val/loss", "val/acc", "test/loss", "test/acc"} <= fit_metrics.keys()
+
+    best = run / "checkpoints" / checkpoints[0]
+    check(run_app("test", f"--ckpt_path={best}", configs=(str(run / "config.yaml"),), cwd=tmp_path))
+    # fit ends by testing its best checkpoint: the reloaded one scores exactly the same.
+    assert logged(tmp_path / "runs" / "version_1")["test/acc"] == fit_metrics["test/acc"]
+
+
+@pytest.mark.parametrize(
+    ("configs", "args", "root"),
+    [
+        (("configs/cifar10.yaml",), ["--data.verify=false"], "cifar10_root"),
+        (("configs/cifar10_resnet.yaml",), ["--data.verify=false", "--model.net.depth=8"], "cifar10_root"),
+        ((), ["--data=CIFAR100DataModule", "--data.verify=false", "--model.net=CifarCNN"], "cifar100_root"),
+        (
+            (),
+            ["--data=ImageFolderDataModule", "--model.net=ResNet", "--model.net.depth=8"],
+            "image_folder_root",
+        ),
+        (("configs/fashion_mnist.yaml",), ["--model.net=CifarCNN"], "fashion_mnist_root"),
+    ],
+)
+def test_any_net_trains_on_any_dataset(configs, args, root, request, tmp_path):
+    data_root = request.getfixturevalue(root)
+    check(run_app("fit", *args, f"--data.root={data_root}", configs=configs, cwd=tmp_path))
+    assert 0 <= logged(tmp_path / "runs" / "version_0")["test/acc"][-1] <= 1
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_parses(preset, tmp_path):
+    result = run_app("fit", "--print_config", configs=(preset,), shrink=False, cwd=tmp_path)
+    check(result)
+    assert "class_path: data." in result.stdout and "class_path: models." in result.stdout
+
+
+def test_presets_stack(tmp_path):
+    result = run_app(
+        "fit",
+        "--print_config",
+        configs=("configs/cifar10_resnet.yaml", "configs/ddp.yaml"),
+        shrink=False,
+        cwd=tmp_path,
+    )
+    check(result)
+    assert "class_path: models.ResNet" in result.stdout and "strategy: ddp" in result.stdout
+    assert "sync_batchnorm: true" in result.stdout
+
+
+def test_print_config_round_trips(tmp_path):
+    first = run_app(
+        "fit",
+        "--print_config",
+        "--model.lr=0.2",
+        configs=("configs/cifar10_resnet.yaml",),
+        shrink=False,
+        cwd=tmp_path,
+    )
+    check(first)
+    saved = tmp_path / "printed.yaml"
+    saved.write_text(first.stdout)
+    second = run_app("fit", "--print_config", configs=(str(saved),), shrink=False, cwd=tmp_path)
+    check(second)
+    assert second.stdout == first.stdout and "lr: 0.2" in first.stdout
+
+
+def test_missing_data_is_one_clear_line(tmp_path):
+    result = run_app("fit", f"--data.root={tmp_path / 'empty'}", "--data.download=false", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: MNIST not found in ") and "--data.download true" in last
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
+def test_ddp_on_cpu_logs_metrics_synced_across_ranks(strategy, mnist_root, tmp_path):
+    """2 gloo processes; test/acc must cover both halves of the test set (256 = 2 x 128, no padding)."""
+    args = ["--trainer.accelerator=cpu", "--trainer.devices=2", f"--trainer.strategy={strategy}"]
+    check(run_app("fit", *args, f"--data.root={mnist_root}", cwd=tmp_path))
+    run = tmp_path / "runs" / "version_0"
+    ddp_acc = logged(run)["test/acc"]
+    last = run / "checkpoints" / "last.ckpt"
+    single = [
+        "--trainer.accelerator=cpu",
+        "--trainer.devices=1",
+        "--trainer.strategy=auto",
+        f"--ckpt_path={last}",
+    ]
+    check(run_app("test", *single, configs=(str(run / "config.yaml"),), cwd=tmp_path))
+    # fit tested its best checkpoint; with one epoch best == last.
+    assert logged(tmp_path / "runs" / "version_1")["test/acc"] == ddp_acc
