@@ -1,6 +1,7 @@
 """The command line: LightningCLI with our defaults and the data-to-model links."""
 
 import sys
+import warnings
 
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
@@ -9,6 +10,9 @@ from lightning.pytorch.core.datamodule import LightningDataModule
 import data  # noqa: F401  (registers the DataModules' short names)
 import models
 from data import DataError
+
+# Lightning 2.6 on torch >= 2.10 warns about its own use of a torch internal; nothing for users to do.
+warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
 
 
 class CLI(LightningCLI):
