@@ -3,16 +3,21 @@
 import sys
 import warnings
 
+from lightning import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.core.datamodule import LightningDataModule
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
-import data  # noqa: F401  (registers the DataModules' short names)
 import models
 from data import DataError
 
 # Lightning 2.6 on torch >= 2.10 warns about its own use of a torch internal; nothing for users to do.
 warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+
+
+class UsageError(Exception):
+    """A flag or config value that cannot work; the message says which."""
 
 
 class CLI(LightningCLI):
@@ -37,6 +42,18 @@ class CLI(LightningCLI):
         for key in ("in_channels", "num_classes", "image_size"):
             parser.link_arguments(f"data.{key}", f"model.net.init_args.{key}", apply_on="instantiate")
         parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")
+
+    def instantiate_trainer(self, **kwargs) -> Trainer:
+        try:
+            trainer = super().instantiate_trainer(**kwargs)
+            # Checked by Lightning only at launch, after a traceback-prone start: check it now.
+            environment = getattr(trainer.strategy, "cluster_environment", None)
+            if environment is not None:
+                environment.validate_settings(trainer.num_devices, trainer.num_nodes)
+            return trainer
+        except (MisconfigurationException, ValueError) as err:
+            # Trainer flags this machine or launcher cannot honour: the user's to fix, not a bug.
+            raise UsageError(" ".join(str(err).split())) from err
 
     def before_fit(self) -> None:
         # Settle the run folder in this process: under ddp_spawn each launch (fit, then test)
@@ -69,5 +86,5 @@ def main(args: list[str] | None = None) -> None:
             save_config_kwargs={"overwrite": True},
             args=args,
         )
-    except DataError as err:
+    except (DataError, UsageError) as err:
         sys.exit(f"error: {err}")

@@ -22,7 +22,7 @@ class ImageFolderDataModule(VisionDataModule):
         batch_size: samples per batch per device.
         num_workers: loader worker processes per device; None picks from the cores per device.
         val_size: training images held out for validation (an int), or a fraction.
-        split_seed: seed of the train/val split.
+        seed: seed of the train/val split.
     """
 
     def __init__(
@@ -33,9 +33,9 @@ class ImageFolderDataModule(VisionDataModule):
         batch_size: int = 128,
         num_workers: int | None = None,
         val_size: int | float = 0.1,
-        split_seed: int = 42,
+        seed: int = 42,
     ) -> None:
-        super().__init__(root, batch_size, num_workers, val_size, split_seed)
+        super().__init__(root, batch_size, num_workers, val_size, seed)
         self.image_size = image_size
         self.in_channels = 1 if grayscale else 3
         self.mean = self.std = (0.5,) * self.in_channels

@@ -17,7 +17,7 @@ class TorchvisionDataModule(VisionDataModule):
         batch_size: samples per batch per device.
         num_workers: loader worker processes per device; None picks from the cores per device.
         val_size: training samples held out for validation (an int), or a fraction.
-        split_seed: seed of the train/val split.
+        seed: seed of the train/val split.
     """
 
     dataset_class: type
@@ -30,9 +30,9 @@ class TorchvisionDataModule(VisionDataModule):
         batch_size: int = 128,
         num_workers: int | None = None,
         val_size: int | float = 5000,
-        split_seed: int = 42,
+        seed: int = 42,
     ) -> None:
-        super().__init__(root, batch_size, num_workers, val_size, split_seed)
+        super().__init__(root, batch_size, num_workers, val_size, seed)
         self.download = download
 
     @property

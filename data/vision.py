@@ -6,7 +6,8 @@ from typing import Any
 
 import torch
 from lightning import LightningDataModule
-from torch.utils.data import DataLoader, Dataset
+from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchvision.transforms import v2
 
 
@@ -47,7 +48,10 @@ class VisionDataModule(LightningDataModule):
             devices times nodes).
         num_workers: loader worker processes per device; None picks from the cores per device.
         val_size: training samples held out for validation (an int), or a fraction.
-        split_seed: seed of the train/val split, the same on every rank and every run.
+        seed: seed of the train/val split and of the shuffle of each epoch. The global
+            order of an epoch depends only on it, not on the number of processes: rank r of
+            n takes every n-th sample of it, so n processes at batch B see the batches that
+            one process sees at batch n x B.
     """
 
     num_classes: int
@@ -62,14 +66,14 @@ class VisionDataModule(LightningDataModule):
         batch_size: int = 128,
         num_workers: int | None = None,
         val_size: int | float = 5000,
-        split_seed: int = 42,
+        seed: int = 42,
     ) -> None:
         super().__init__()
         self.root = root
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.val_size = val_size
-        self.split_seed = split_seed
+        self.seed = seed
 
     def load(self, train: bool) -> Dataset:
         """The train or test set on disk, yielding (PIL image, label)."""
@@ -94,9 +98,7 @@ class VisionDataModule(LightningDataModule):
                     f"val_size={self.val_size} leaves no samples for training or for validation "
                     f"(the train set has {len(train)}); pass a smaller --data.val_size"
                 )
-            order = torch.randperm(
-                len(train), generator=torch.Generator().manual_seed(self.split_seed)
-            ).tolist()
+            order = torch.randperm(len(train), generator=torch.Generator().manual_seed(self.seed)).tolist()
             self.train_set = Split(train, order[n_val:], self.train_transform())
             self.val_set = Split(train, order[:n_val], self.eval_transform())
         if stage in ("test", "predict"):
@@ -113,19 +115,26 @@ class VisionDataModule(LightningDataModule):
         per_device = cores // devices
         return 0 if per_device <= 2 else min(8, per_device - 1)
 
-    def _loader(self, dataset: Dataset, shuffle: bool = False) -> DataLoader:
+    def _loader(self, dataset: Dataset, train: bool = False) -> DataLoader:
+        world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
+        if train:
+            # Padded to equal shards, so every rank runs the same number of steps.
+            sampler = DistributedSampler(dataset, world, rank, shuffle=True, seed=self.seed)
+        else:
+            # Not padded, so evaluation counts every sample exactly once.
+            sampler = UnrepeatedDistributedSampler(dataset, world, rank, shuffle=False)
         workers = self.workers()
         return DataLoader(
             dataset,
             batch_size=self.batch_size,
-            shuffle=shuffle,
+            sampler=sampler,
             num_workers=workers,
             persistent_workers=workers > 0,
             pin_memory=torch.cuda.is_available(),
         )
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, shuffle=True)
+        return self._loader(self.train_set, train=True)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader(self.val_set)

@@ -1,9 +1,13 @@
 """The LightningModule: a network trained with cross-entropy, SGD and a cosine schedule."""
 
+from typing import Literal
+
 import torch
 from lightning import LightningModule
+from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 from torch.optim.lr_scheduler import CosineAnnealingLR
+from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from models.net import Net
@@ -13,15 +17,18 @@ class ImageClassifier(LightningModule):
     """Trains any :class:`Net` on (image, label) batches.
 
     Defaults are the seed MNIST recipe: SGD with momentum 0.9, weight decay 5e-3,
-    lr 0.01 decayed along a cosine to ``final_lr_ratio`` x lr over the whole run.
+    lr 0.01 decayed along a cosine to ``final_lr_ratio`` x lr over the whole run, and lr
+    multiplied by the number of processes (the global batch grows with them).
 
     Args:
         net: the network; its sizes come from the DataModule.
         num_classes: number of classes (filled in from the DataModule).
-        lr: learning rate.
+        lr: learning rate for one process; see ``lr_scaling``.
         momentum: SGD momentum.
         weight_decay: L2 penalty.
         final_lr_ratio: lr at the last step, as a fraction of ``lr``.
+        lr_scaling: how lr grows with the world size W (devices x nodes): ``linear``
+            (lr x W), ``sqrt`` (lr x sqrt(W)) or ``none``.
     """
 
     def __init__(
@@ -32,11 +39,14 @@ class ImageClassifier(LightningModule):
         momentum: float = 0.9,
         weight_decay: float = 5e-3,
         final_lr_ratio: float = 0.1,
+        lr_scaling: Literal["none", "linear", "sqrt"] = "linear",
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["net"])
         self.net = net
         self.loss = nn.CrossEntropyLoss()
+        # Metrics, not per-rank means: each sample weighs the same whatever rank saw it.
+        self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_acc = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc = MulticlassAccuracy(num_classes, average="micro")
 
@@ -50,27 +60,33 @@ class ImageClassifier(LightningModule):
         return loss
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "val", self.val_acc)
+        self._evaluate(batch, "val", self.val_loss, self.val_acc)
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "test", self.test_acc)
+        self._evaluate(batch, "test", self.test_loss, self.test_acc)
 
     def predict_step(self, batch: Tensor | tuple[Tensor, ...], batch_idx: int) -> Tensor:
         x = batch[0] if isinstance(batch, (tuple, list)) else batch
         return self(x).softmax(dim=1)
 
-    def _evaluate(self, batch: tuple[Tensor, Tensor], stage: str, accuracy: MulticlassAccuracy) -> None:
+    def _evaluate(
+        self, batch: tuple[Tensor, Tensor], stage: str, loss: MeanMetric, accuracy: MulticlassAccuracy
+    ) -> None:
         x, y = batch
         logits = self(x)
-        accuracy(logits, y)
-        self.log(f"{stage}/loss", self.loss(logits, y), prog_bar=True, sync_dist=True)
+        loss.update(self.loss(logits, y), weight=len(y))
+        accuracy.update(logits, y)
+        self.log(f"{stage}/loss", loss, prog_bar=True)
         self.log(f"{stage}/acc", accuracy, prog_bar=True)
 
     def configure_optimizers(self) -> dict:
         hp = self.hparams
+        world = self.trainer.world_size
+        lr = hp.lr * {"none": 1, "linear": world, "sqrt": world**0.5}[hp.lr_scaling]
+        rank_zero_info(f"lr {lr:g} = {hp.lr:g} with {hp.lr_scaling} scaling to world size {world}")
         optimizer = torch.optim.SGD(
-            self.parameters(), lr=hp.lr, momentum=hp.momentum, weight_decay=hp.weight_decay
+            self.parameters(), lr=lr, momentum=hp.momentum, weight_decay=hp.weight_decay
         )
         steps = max(1, int(self.trainer.estimated_stepping_batches))
-        schedule = CosineAnnealingLR(optimizer, T_max=steps, eta_min=hp.lr * hp.final_lr_ratio)
+        schedule = CosineAnnealingLR(optimizer, T_max=steps, eta_min=lr * hp.final_lr_ratio)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

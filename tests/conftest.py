@@ -4,6 +4,7 @@ Every CLI run in the tests goes through :func:`run_app`, which shrinks it (one e
 no workers, no progress bar), so a test states only what it is about.
 """
 
+import csv
 import os
 import pickle
 import struct
@@ -50,7 +51,7 @@ def write_idx(path: Path, array: np.ndarray) -> None:
     path.write_bytes(header + array.astype(np.uint8).tobytes())
 
 
-def write_mnist(root: Path, folder: str = "MNIST", n_train: int = 640, n_test: int = 256) -> Path:
+def write_mnist(root: Path, folder: str = "MNIST", n_train: int = 640, n_test: int = 251) -> Path:
     for prefix, n, seed in (("train", n_train, 0), ("t10k", n_test, 1)):
         images, labels = learnable_images(n, 28, 1, 10, seed)
         write_idx(root / folder / "raw" / f"{prefix}-images-idx3-ubyte", images[..., 0])
@@ -112,19 +113,44 @@ def image_folder_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_image_folder(tmp_path_factory.mktemp("images"))
 
 
-def run_app(
+def app_command(
     subcommand: str,
     *args: str,
-    cwd: Path,
     configs: tuple[str, ...] = (),
     shrink: bool = True,
-    timeout: int = 300,
+    launcher: tuple[str, ...] = (),
+) -> list[str]:
+    """``[LAUNCHER] python -m app SUBCOMMAND --config C.. [SHRINK] ARGS``; LAUNCHER e.g. torchrun's."""
+    command = [sys.executable, *launcher, "-m", "app", subcommand, *(f"--config={ROOT / c}" for c in configs)]
+    return [*command, *(SHRINK if shrink else []), *args]
+
+
+def app_env() -> dict[str, str]:
+    """The environment of a CLI run: the project and ``tests/`` (for test callbacks) importable."""
+    return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}", "PYTHONWARNINGS": "ignore"}
+
+
+def run_app(
+    subcommand: str, *args: str, cwd: Path, timeout: int = 300, **options
 ) -> subprocess.CompletedProcess:
-    """``python -m app SUBCOMMAND --config C.. [SHRINK] ARGS`` in ``cwd``, where its runs land."""
-    command = [sys.executable, "-m", "app", subcommand, *(f"--config={ROOT / c}" for c in configs)]
-    command += [*(SHRINK if shrink else []), *args]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    """Run :func:`app_command` in ``cwd``, where its ``runs/`` land."""
+    command = app_command(subcommand, *args, **options)
+    return subprocess.run(command, cwd=cwd, env=app_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def logged(run: Path) -> dict[str, list[float]]:
+    """Every metric a run's CSVLogger wrote, in order."""
+    values: dict[str, list[float]] = {}
+    with open(run / "metrics.csv") as f:
+        for row in csv.DictReader(f):
+            for key, value in row.items():
+                if value and key not in ("epoch", "step"):
+                    values.setdefault(key, []).append(float(value))
+    return values
+
+
+def check(result) -> None:
+    assert result.returncode == 0, result.stderr[-3000:]
 
 
 @pytest.fixture

@@ -1,27 +1,9 @@
 """``python -m app`` as users run it: a real subprocess on data in the real formats."""
 
-import csv
-from pathlib import Path
-
 import pytest
-from conftest import ROOT, run_app
+from conftest import ROOT, check, logged, run_app
 
 PRESETS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").glob("*.yaml"))
-
-
-def logged(run: Path) -> dict[str, list[float]]:
-    """Every metric a run's CSVLogger wrote, in order."""
-    values: dict[str, list[float]] = {}
-    with open(run / "metrics.csv") as f:
-        for row in csv.DictReader(f):
-            for key, value in row.items():
-                if value and key not in ("epoch", "step"):
-                    values.setdefault(key, []).append(float(value))
-    return values
-
-
-def check(result) -> None:
-    assert result.returncode == 0, result.stderr[-3000:]
 
 
 def test_fit_saves_checkpoints_and_test_reloads_them(mnist_root, tmp_path):
@@ -101,23 +83,3 @@ def test_missing_data_is_one_clear_line(tmp_path):
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: MNIST not found in ") and "--data.download true" in last
-
-
-@pytest.mark.distributed
-@pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
-def test_ddp_on_cpu_logs_metrics_synced_across_ranks(strategy, mnist_root, tmp_path):
-    """2 gloo processes; test/acc must cover both halves of the test set (256 = 2 x 128, no padding)."""
-    args = ["--trainer.accelerator=cpu", "--trainer.devices=2", f"--trainer.strategy={strategy}"]
-    check(run_app("fit", *args, f"--data.root={mnist_root}", cwd=tmp_path))
-    run = tmp_path / "runs" / "version_0"
-    ddp_acc = logged(run)["test/acc"]
-    last = run / "checkpoints" / "last.ckpt"
-    single = [
-        "--trainer.accelerator=cpu",
-        "--trainer.devices=1",
-        "--trainer.strategy=auto",
-        f"--ckpt_path={last}",
-    ]
-    check(run_app("test", *single, configs=(str(run / "config.yaml"),), cwd=tmp_path))
-    # fit tested its best checkpoint; with one epoch best == last.
-    assert logged(tmp_path / "runs" / "version_1")["test/acc"] == ddp_acc

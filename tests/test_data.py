@@ -24,12 +24,12 @@ def test_mnist_split_sizes_shapes_and_normalization(mnist_root):
     # Normalized with MNIST's mean and std: background pixels (<60) are negative, squares positive.
     assert x.min() < -0.4 and x.max() == pytest.approx((1 - 0.1307) / 0.3081, abs=1e-4)
     dm.setup("test")
-    assert len(dm.test_set) == 256
+    assert len(dm.test_set) == 251
 
 
 def test_validation_split_is_seeded_and_disjoint(mnist_root):
     def split(seed):
-        dm = MNISTDataModule(root=str(mnist_root), download=False, val_size=0.25, split_seed=seed)
+        dm = MNISTDataModule(root=str(mnist_root), download=False, val_size=0.25, seed=seed)
         dm.setup("fit")
         return set(dm.train_set.indices), set(dm.val_set.indices)
 

@@ -1,7 +1,6 @@
 """Real learning on the real Fashion-MNIST (Debian's package), read offline through the CLI."""
 
-from conftest import run_app
-from test_cli import check, logged
+from conftest import check, logged, run_app
 
 
 def test_fashion_mnist_learns_offline(fashion_mnist, tmp_path):

@@ -1,0 +1,163 @@
+"""Data parallelism proven by equivalence: real gloo processes against one process.
+
+Every run goes through ``python -m app`` (Lightning's own launcher, torchrun, two "nodes" on
+loopback); :class:`weights_probe.WeightsProbe` records each rank's weights and step count.
+"""
+
+import json
+import socket
+import subprocess
+
+import pytest
+import torch
+from conftest import app_command, app_env, check, logged, run_app
+
+pytestmark = pytest.mark.distributed
+CPU2 = ["--trainer.accelerator=cpu", "--trainer.devices=2"]
+
+
+def probe(folder) -> str:
+    """The CLI flag that adds a :class:`weights_probe.WeightsProbe` writing to ``folder``."""
+    callback = {"class_path": "weights_probe.WeightsProbe", "init_args": {"folder": str(folder)}}
+    return f"--trainer.callbacks+={json.dumps(callback)}"
+
+
+def load(folder, moment: str, rank: int) -> dict:
+    return torch.load(folder / f"{moment}-rank{rank}.pt", weights_only=True)
+
+
+def max_difference(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def single_2b(mnist_root, tmp_path_factory):
+    """One process at batch 128 with lr 0.02: the reference for 2 processes at batch 64, lr 0.01 x 2."""
+    cwd = tmp_path_factory.mktemp("single")
+    args = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--data.batch_size=128", "--model.lr=0.02"]
+    check(
+        run_app(
+            "fit", *args, f"--data.root={mnist_root}", "--test_after_fit=false", probe(cwd / "probe"), cwd=cwd
+        )
+    )
+    return load(cwd / "probe", "end", 0)
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
+def test_two_processes_at_b_match_one_at_2b(strategy, single_2b, mnist_root, tmp_path):
+    args = [*CPU2, f"--trainer.strategy={strategy}", "--data.batch_size=64", "--model.lr=0.01"]
+    check(
+        run_app(
+            "fit", *args, f"--data.root={mnist_root}", "--test_after_fit=false", probe(tmp_path), cwd=tmp_path
+        )
+    )
+    start = [load(tmp_path, "start", r)["weights"] for r in (0, 1)]
+    end = [load(tmp_path, "end", r) for r in (0, 1)]
+    assert max_difference(*start) == 0, "ranks started from different weights"
+    assert end[0]["global_step"] == end[1]["global_step"] == single_2b["global_step"] == 4
+    assert max_difference(end[0]["weights"], end[1]["weights"]) == 0
+    assert max_difference(end[0]["weights"], single_2b["weights"]) < 1e-5
+    assert max_difference(end[0]["weights"], start[0]) > 1e-3  # it trained
+
+
+def test_uneven_shards_run_the_same_steps_on_every_rank(mnist_root, tmp_path):
+    """301 training samples, batch 64: shards of 151 and 150 (padded to 151), 3 steps each."""
+    args = [*CPU2, "--trainer.strategy=ddp", "--data.batch_size=64", "--data.val_size=339"]
+    args += ["--trainer.limit_train_batches=1.0", "--trainer.max_epochs=2", "--test_after_fit=false"]
+    check(run_app("fit", *args, f"--data.root={mnist_root}", probe(tmp_path), cwd=tmp_path))
+    assert load(tmp_path, "end", 0)["global_step"] == load(tmp_path, "end", 1)["global_step"] == 6
+
+
+def test_evaluation_counts_every_sample_once(mnist_root, tmp_path):
+    """Odd val (129) and test (251) sets: padding would count a sample twice and shift the accuracy."""
+    data = [f"--data.root={mnist_root}", "--data.val_size=129"]
+    check(run_app("fit", *CPU2, "--trainer.strategy=ddp", *data, cwd=tmp_path))
+    run = tmp_path / "runs" / "version_0"
+    ddp = logged(run)
+    ckpt = f"--ckpt_path={run / 'checkpoints' / 'last.ckpt'}"
+    single = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.strategy=auto", ckpt, *data]
+    for subcommand, version in (("validate", 1), ("test", 2)):
+        check(run_app(subcommand, *single, configs=(str(run / "config.yaml"),), cwd=tmp_path))
+        alone = logged(tmp_path / "runs" / f"version_{version}")
+        stage = "val" if subcommand == "validate" else "test"
+        # fit tested its best checkpoint; with one epoch that is the last one.
+        assert alone[f"{stage}/acc"][-1] == ddp[f"{stage}/acc"][-1]
+        assert alone[f"{stage}/loss"][-1] == pytest.approx(ddp[f"{stage}/loss"][-1], rel=1e-6)
+
+
+def torchrun(*options: str) -> tuple[str, ...]:
+    return ("-m", "torch.distributed.run", f"--master_port={free_port()}", *options)
+
+
+def test_torchrun_launches_the_same_training(mnist_root, tmp_path):
+    """torchrun starts the 2 processes itself; Lightning must join them, not launch its own."""
+    args = [*CPU2, "--trainer.strategy=ddp", f"--data.root={mnist_root}", "--test_after_fit=false"]
+    check(run_app("fit", *args, probe(tmp_path / "lightning"), cwd=tmp_path))
+    launcher = torchrun("--nproc_per_node=2")
+    check(run_app("fit", *args, probe(tmp_path / "torchrun"), launcher=launcher, cwd=tmp_path))
+    by_torchrun = load(tmp_path / "torchrun", "end", 1)["weights"]
+    assert max_difference(by_torchrun, load(tmp_path / "lightning", "end", 0)["weights"]) == 0
+
+
+def test_torchrun_world_size_mismatch_is_one_clear_line(mnist_root, tmp_path):
+    args = [
+        "--trainer.accelerator=cpu",
+        "--trainer.devices=1",
+        "--trainer.strategy=ddp",
+        f"--data.root={mnist_root}",
+    ]
+    result = run_app("fit", *args, launcher=torchrun("--nproc_per_node=2"), cwd=tmp_path)
+    assert result.returncode != 0
+    # torchrun reports the failed child with a traceback of its own; ours never shows.
+    frames = [line for line in result.stderr.splitlines() if line.strip().startswith('File "')]
+    assert not [frame for frame in frames if "/app/" in frame or "lightning" in frame]
+    assert "error: You set `devices=1` and `num_nodes=1` in Lightning" in result.stderr
+
+
+def test_two_nodes_on_loopback_end_with_the_same_weights(mnist_root, tmp_path):
+    port = free_port()
+    args = [
+        "--trainer.accelerator=cpu",
+        "--trainer.devices=1",
+        "--trainer.num_nodes=2",
+        "--trainer.strategy=ddp",
+    ]
+    args += [f"--data.root={mnist_root}", "--test_after_fit=false", probe(tmp_path / "probe")]
+    nodes = []
+    for node_rank in (0, 1):
+        launcher = (
+            "-m",
+            "torch.distributed.run",
+            "--nnodes=2",
+            f"--node_rank={node_rank}",
+            "--nproc_per_node=1",
+        )
+        launcher += ("--master_addr=127.0.0.1", f"--master_port={port}")
+        command = app_command("fit", *args, launcher=launcher)
+        output = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        nodes.append(subprocess.Popen(command, cwd=tmp_path, env=app_env(), **output))
+    for node in nodes:
+        output, _ = node.communicate(timeout=300)
+        assert node.returncode == 0, output[-3000:]
+    end = [load(tmp_path / "probe", "end", rank) for rank in (0, 1)]
+    assert end[0]["world_size"] == end[1]["world_size"] == 2
+    assert end[0]["global_step"] == end[1]["global_step"] > 0
+    assert max_difference(end[0]["weights"], end[1]["weights"]) == 0
+
+
+@pytest.mark.parametrize(("scaling", "factor"), [("sqrt", 2**0.5), ("none", 1.0)])
+def test_lr_scaling_follows_the_world_size(scaling, factor, mnist_root, tmp_path):
+    args = [*CPU2, "--trainer.strategy=ddp", f"--model.lr_scaling={scaling}", "--model.lr=0.01"]
+    args += ["--trainer.callbacks+=LearningRateMonitor", "--test_after_fit=false"]
+    result = run_app("fit", *args, f"--data.root={mnist_root}", cwd=tmp_path)
+    check(result)
+    assert f"with {scaling} scaling to world size 2" in result.stderr + result.stdout
+    first_lr = logged(tmp_path / "runs" / "version_0")["lr-SGD"][0]
+    assert first_lr == pytest.approx(0.01 * factor)
