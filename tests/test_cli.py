@@ -83,3 +83,10 @@ def test_missing_data_is_one_clear_line(tmp_path):
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: MNIST not found in ") and "--data.download true" in last
+
+
+def test_more_gpus_than_present_is_one_clear_line(tmp_path):
+    result = run_app("fit", "--trainer.accelerator=gpu", "--trainer.devices=2", cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "GPU" in last
