@@ -89,4 +89,4 @@ def test_more_gpus_than_present_is_one_clear_line(tmp_path):
     result = run_app("fit", "--trainer.accelerator=gpu", "--trainer.devices=2", cwd=tmp_path)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: ") and "GPU" in last
+    assert last.startswith("error: ") and "gpu" in last.lower()
