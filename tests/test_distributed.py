@@ -5,12 +5,15 @@ loopback); :class:`weights_probe.WeightsProbe` records each rank's weights and s
 """
 
 import json
+import os
 import socket
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
-from conftest import app_command, app_env, check, logged, run_app
+from conftest import ROOT, SHRINK, app_command, app_env, check, logged, run_app
 
 pytestmark = pytest.mark.distributed
 CPU2 = ["--trainer.accelerator=cpu", "--trainer.devices=2"]
@@ -161,3 +164,39 @@ def test_lr_scaling_follows_the_world_size(scaling, factor, mnist_root, tmp_path
     assert f"with {scaling} scaling to world size 2" in result.stderr + result.stdout
     first_lr = logged(tmp_path / "runs" / "version_0")["lr-SGD"][0]
     assert first_lr == pytest.approx(0.01 * factor)
+
+
+def test_slurm_script_trains_on_two_tasks(mnist_root, tmp_path):
+    """scripts/slurm.sbatch as sbatch would run it on one node with 2 tasks (srun stood in for)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").symlink_to(ROOT / "tests" / "fake_srun")
+    slurm = {"SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_NNODES": "1", "SLURM_JOB_ID": "4242"}
+    slurm |= {"SLURM_JOB_NAME": "app-fit", "SLURM_NODELIST": "localhost", "MASTER_PORT": str(free_port())}
+    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]])
+    env = {**app_env(), **slurm, "PATH": path}
+    args = [*SHRINK, "--trainer.accelerator=cpu", f"--data.root={mnist_root}", "--test_after_fit=false"]
+    command = ["bash", str(ROOT / "scripts" / "slurm.sbatch"), *args, probe(tmp_path / "probe")]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    check(result)
+    # Lightning joined SLURM's 2 tasks instead of launching processes of its own.
+    assert (result.stdout + result.stderr).count("Initializing distributed: GLOBAL_RANK") == 2
+    end = [load(tmp_path / "probe", "end", rank) for rank in (0, 1)]
+    assert end[0]["world_size"] == 2 and max_difference(end[0]["weights"], end[1]["weights"]) == 0
+    assert "#SBATCH --signal=SIGUSR1@90" in (ROOT / "scripts" / "slurm.sbatch").read_text()
+
+
+def test_fsdp_on_cpu_is_one_clear_line(tmp_path):
+    result = run_app("fit", *CPU2, "--trainer.strategy=fsdp", cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "error: The strategy `fsdp` requires a GPU accelerator" in result.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="FSDP needs a GPU")
+@pytest.mark.parametrize("net", ["MnistCNN", "ResNet"])
+def test_fsdp_trains_our_modules_on_gpu(net, mnist_root, tmp_path):
+    devices = f"--trainer.devices={min(2, torch.cuda.device_count())}"
+    args = ["--trainer.accelerator=gpu", devices, "--trainer.strategy=fsdp", f"--model.net={net}"]
+    check(run_app("fit", *args, f"--data.root={mnist_root}", cwd=tmp_path))
+    assert 0 <= logged(tmp_path / "runs" / "version_0")["test/acc"][-1] <= 1
