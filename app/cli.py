@@ -10,6 +10,7 @@ from lightning.pytorch.core.datamodule import LightningDataModule
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 import models
+from app.sync_batchnorm import SyncBatchNormPlugin
 from data import DataError
 
 # Lightning 2.6 on torch >= 2.10 warns about its own use of a torch internal; nothing for users to do.
@@ -44,6 +45,12 @@ class CLI(LightningCLI):
         parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")
 
     def instantiate_trainer(self, **kwargs) -> Trainer:
+        config = self._get(self.config_init, "trainer")
+        if config.get("sync_batchnorm"):
+            # Trainer(sync_batchnorm=True) alone installs torch's SyncBatchNorm, which refuses CPU.
+            plugins = config.get("plugins") or []
+            plugins = plugins if isinstance(plugins, list) else [plugins]
+            kwargs["plugins"] = [*plugins, SyncBatchNormPlugin()]
         try:
             trainer = super().instantiate_trainer(**kwargs)
             # Checked by Lightning only at launch, after a traceback-prone start: check it now.

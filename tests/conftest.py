@@ -7,6 +7,7 @@ no workers, no progress bar), so a test states only what it is about.
 import csv
 import os
 import pickle
+import socket
 import struct
 import subprocess
 import sys
@@ -147,6 +148,18 @@ def logged(run: Path) -> dict[str, list[float]]:
                 if value and key not in ("epoch", "step"):
                     values.setdefault(key, []).append(float(value))
     return values
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def max_difference(a: dict, b: dict) -> float:
+    """Largest absolute difference between two state dicts with the same keys."""
+    assert a.keys() == b.keys()
+    return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
 
 
 def check(result) -> None:

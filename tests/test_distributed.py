@@ -6,14 +6,13 @@ loopback); :class:`weights_probe.WeightsProbe` records each rank's weights and s
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, SHRINK, app_command, app_env, check, logged, run_app
+from conftest import ROOT, SHRINK, app_command, app_env, check, free_port, logged, max_difference, run_app
 
 pytestmark = pytest.mark.distributed
 CPU2 = ["--trainer.accelerator=cpu", "--trainer.devices=2"]
@@ -27,17 +26,6 @@ def probe(folder) -> str:
 
 def load(folder, moment: str, rank: int) -> dict:
     return torch.load(folder / f"{moment}-rank{rank}.pt", weights_only=True)
-
-
-def max_difference(a: dict, b: dict) -> float:
-    assert a.keys() == b.keys()
-    return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -200,3 +188,18 @@ def test_fsdp_trains_our_modules_on_gpu(net, mnist_root, tmp_path):
     args = ["--trainer.accelerator=gpu", devices, "--trainer.strategy=fsdp", f"--model.net={net}"]
     check(run_app("fit", *args, f"--data.root={mnist_root}", cwd=tmp_path))
     assert 0 <= logged(tmp_path / "runs" / "version_0")["test/acc"][-1] <= 1
+
+
+def test_sync_batchnorm_flag_makes_two_processes_match_one_with_resnet(mnist_root, tmp_path):
+    """ResNet has BatchNorm: with --trainer.sync_batchnorm each rank normalizes over the global batch."""
+    common = [f"--data.root={mnist_root}", "--model.net=ResNet", "--model.net.depth=8"]
+    common += ["--test_after_fit=false"]
+    one = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--data.batch_size=128", "--model.lr=0.02"]
+    check(run_app("fit", *one, *common, probe(tmp_path / "one"), cwd=tmp_path))
+    two = [*CPU2, "--data.batch_size=64", "--model.lr=0.01", *common, probe(tmp_path / "two")]
+    check(run_app("fit", *two, configs=("configs/ddp.yaml",), cwd=tmp_path))
+    single, ranks = load(tmp_path / "one", "end", 0), [load(tmp_path / "two", "end", r) for r in (0, 1)]
+    assert max_difference(ranks[0]["weights"], ranks[1]["weights"]) == 0
+    # float32: the synced variance comes from sums of squares, BatchNorm's kernel computes it otherwise.
+    assert max_difference(ranks[0]["weights"], single["weights"]) < 3e-5
+    assert any(key.endswith("running_var") for key in single["weights"])
