@@ -4,9 +4,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from torch import Tensor
 from torchvision.datasets import CIFAR10, CIFAR100
 from torchvision.transforms import v2
 
+from data.batch_transforms import random_crop, random_flip
 from data.torchvision_data import TorchvisionDataModule
 
 
@@ -31,6 +33,9 @@ class CIFAR10DataModule(TorchvisionDataModule):
     @property
     def data_dir(self) -> Path:
         return Path(self.root, self.dataset_class.base_folder)
+
+    def augment(self, images: Tensor, generator: torch.Generator) -> Tensor:
+        return random_flip(random_crop(images, 4, generator), generator)
 
     def train_transform(self) -> Callable:
         return v2.Compose(

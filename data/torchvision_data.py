@@ -1,11 +1,17 @@
 """DataModules over torchvision's downloadable data sets (MNIST family, CIFAR)."""
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal
 from urllib.error import URLError
 
+import torch
+from torch import Tensor
 from torch.utils.data import Dataset
 
-from data.vision import DatasetNotFoundError, VisionDataModule
+from data.batch_transforms import normalize
+from data.resident import ResidentLoader
+from data.vision import DatasetNotFoundError, Split, VisionDataModule
 
 
 class TorchvisionDataModule(VisionDataModule):
@@ -17,7 +23,10 @@ class TorchvisionDataModule(VisionDataModule):
         batch_size: samples per batch per device.
         num_workers: loader worker processes per device; None picks from the cores per device.
         val_size: training samples held out for validation (an int), or a fraction.
-        seed: seed of the train/val split.
+        seed: seed of the train/val split and of each epoch's shuffle.
+        loader: ``resident`` keeps each split as one uint8 tensor on the training device and
+            transforms whole batches there (fast); ``torch`` is the classic DataLoader with
+            per-image transforms in worker processes. Both see the same samples in each epoch.
     """
 
     dataset_class: type
@@ -31,14 +40,41 @@ class TorchvisionDataModule(VisionDataModule):
         num_workers: int | None = None,
         val_size: int | float = 5000,
         seed: int = 42,
+        loader: Literal["resident", "torch"] = "resident",
     ) -> None:
         super().__init__(root, batch_size, num_workers, val_size, seed)
         self.download = download
+        self.loader_kind = loader
 
     @property
     def data_dir(self) -> Path:
         """Where the files must be."""
         raise NotImplementedError
+
+    def augment(self, images: Tensor, generator: torch.Generator) -> Tensor:
+        """The resident loader's training augmentation of a uint8 batch (none here)."""
+        return images
+
+    def loader(self, dataset: Split, train: bool = False) -> Iterable:
+        if self.loader_kind == "torch":
+            return super().loader(dataset, train)
+        device = self.trainer.strategy.root_device if self.trainer else torch.device("cpu")
+        data = torch.as_tensor(dataset.dataset.data)  # (N, H, W) grey or (N, H, W, C) colour
+        images = data.unsqueeze(1) if data.ndim == 3 else data.permute(0, 3, 1, 2)
+        indices = torch.as_tensor(dataset.indices)
+        labels = torch.as_tensor(dataset.dataset.targets)[indices]
+        mean, std = (torch.tensor(v, device=device) for v in (self.mean, self.std))
+
+        def transform(batch: Tensor, generator: torch.Generator) -> Tensor:
+            return normalize(self.augment(batch, generator) if train else batch, mean, std)
+
+        return ResidentLoader(
+            images[indices].contiguous().to(device),
+            labels.to(device),
+            self.batch_size,
+            self.sampler(dataset, train),
+            transform,
+        )
 
     def prepare_data(self) -> None:
         for train in (True, False):

@@ -1,7 +1,7 @@
 """The base of every DataModule here: train/val split, test split, transforms, loaders."""
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -115,32 +115,35 @@ class VisionDataModule(LightningDataModule):
         per_device = cores // devices
         return 0 if per_device <= 2 else min(8, per_device - 1)
 
-    def _loader(self, dataset: Dataset, train: bool = False) -> DataLoader:
+    def sampler(self, dataset: Split, train: bool) -> DistributedSampler:
+        """This rank's share of ``dataset``: shuffled per epoch for training, in order otherwise."""
         world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
         if train:
             # Padded to equal shards, so every rank runs the same number of steps.
-            sampler = DistributedSampler(dataset, world, rank, shuffle=True, seed=self.seed)
-        else:
-            # Not padded, so evaluation counts every sample exactly once.
-            sampler = UnrepeatedDistributedSampler(dataset, world, rank, shuffle=False)
+            return DistributedSampler(dataset, world, rank, shuffle=True, seed=self.seed)
+        # Not padded, so evaluation counts every sample exactly once.
+        return UnrepeatedDistributedSampler(dataset, world, rank, shuffle=False)
+
+    def loader(self, dataset: Split, train: bool = False) -> Iterable:
+        """Batches of ``dataset`` for this rank: a DataLoader with worker processes."""
         workers = self.workers()
         return DataLoader(
             dataset,
             batch_size=self.batch_size,
-            sampler=sampler,
+            sampler=self.sampler(dataset, train),
             num_workers=workers,
             persistent_workers=workers > 0,
             pin_memory=torch.cuda.is_available(),
         )
 
-    def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, train=True)
+    def train_dataloader(self) -> Iterable:
+        return self.loader(self.train_set, train=True)
 
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set)
+    def val_dataloader(self) -> Iterable:
+        return self.loader(self.val_set)
 
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(self.test_set)
+    def test_dataloader(self) -> Iterable:
+        return self.loader(self.test_set)
 
-    def predict_dataloader(self) -> DataLoader:
-        return self._loader(self.test_set)
+    def predict_dataloader(self) -> Iterable:
+        return self.loader(self.test_set)

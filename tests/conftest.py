@@ -5,6 +5,7 @@ no workers, no progress bar), so a test states only what it is about.
 """
 
 import csv
+import json
 import os
 import pickle
 import socket
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,6 +138,7 @@ def run_app(
 ) -> subprocess.CompletedProcess:
     """Run :func:`app_command` in ``cwd``, where its ``runs/`` land."""
     command = app_command(subcommand, *args, **options)
+    cwd.mkdir(parents=True, exist_ok=True)
     return subprocess.run(command, cwd=cwd, env=app_env(), capture_output=True, text=True, timeout=timeout)
 
 
@@ -160,6 +163,17 @@ def max_difference(a: dict, b: dict) -> float:
     """Largest absolute difference between two state dicts with the same keys."""
     assert a.keys() == b.keys()
     return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
+
+
+def probe(folder) -> str:
+    """The CLI flag that adds a :class:`weights_probe.WeightsProbe` writing to ``folder``."""
+    callback = {"class_path": "weights_probe.WeightsProbe", "init_args": {"folder": str(folder)}}
+    return f"--trainer.callbacks+={json.dumps(callback)}"
+
+
+def load_probe(folder: Path, moment: str, rank: int) -> dict:
+    """What the probe saved for ``rank`` at ``moment`` (start or end)."""
+    return torch.load(folder / f"{moment}-rank{rank}.pt", weights_only=True)
 
 
 def check(result) -> None:

@@ -4,7 +4,6 @@ Every run goes through ``python -m app`` (Lightning's own launcher, torchrun, tw
 loopback); :class:`weights_probe.WeightsProbe` records each rank's weights and step count.
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -12,20 +11,22 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, SHRINK, app_command, app_env, check, free_port, logged, max_difference, run_app
+from conftest import (
+    ROOT,
+    SHRINK,
+    app_command,
+    app_env,
+    check,
+    free_port,
+    load_probe,
+    logged,
+    max_difference,
+    probe,
+    run_app,
+)
 
 pytestmark = pytest.mark.distributed
 CPU2 = ["--trainer.accelerator=cpu", "--trainer.devices=2"]
-
-
-def probe(folder) -> str:
-    """The CLI flag that adds a :class:`weights_probe.WeightsProbe` writing to ``folder``."""
-    callback = {"class_path": "weights_probe.WeightsProbe", "init_args": {"folder": str(folder)}}
-    return f"--trainer.callbacks+={json.dumps(callback)}"
-
-
-def load(folder, moment: str, rank: int) -> dict:
-    return torch.load(folder / f"{moment}-rank{rank}.pt", weights_only=True)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def single_2b(mnist_root, tmp_path_factory):
             "fit", *args, f"--data.root={mnist_root}", "--test_after_fit=false", probe(cwd / "probe"), cwd=cwd
         )
     )
-    return load(cwd / "probe", "end", 0)
+    return load_probe(cwd / "probe", "end", 0)
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
@@ -49,8 +50,8 @@ def test_two_processes_at_b_match_one_at_2b(strategy, single_2b, mnist_root, tmp
             "fit", *args, f"--data.root={mnist_root}", "--test_after_fit=false", probe(tmp_path), cwd=tmp_path
         )
     )
-    start = [load(tmp_path, "start", r)["weights"] for r in (0, 1)]
-    end = [load(tmp_path, "end", r) for r in (0, 1)]
+    start = [load_probe(tmp_path, "start", r)["weights"] for r in (0, 1)]
+    end = [load_probe(tmp_path, "end", r) for r in (0, 1)]
     assert max_difference(*start) == 0, "ranks started from different weights"
     assert end[0]["global_step"] == end[1]["global_step"] == single_2b["global_step"] == 4
     assert max_difference(end[0]["weights"], end[1]["weights"]) == 0
@@ -63,7 +64,7 @@ def test_uneven_shards_run_the_same_steps_on_every_rank(mnist_root, tmp_path):
     args = [*CPU2, "--trainer.strategy=ddp", "--data.batch_size=64", "--data.val_size=339"]
     args += ["--trainer.limit_train_batches=1.0", "--trainer.max_epochs=2", "--test_after_fit=false"]
     check(run_app("fit", *args, f"--data.root={mnist_root}", probe(tmp_path), cwd=tmp_path))
-    assert load(tmp_path, "end", 0)["global_step"] == load(tmp_path, "end", 1)["global_step"] == 6
+    assert load_probe(tmp_path, "end", 0)["global_step"] == load_probe(tmp_path, "end", 1)["global_step"] == 6
 
 
 def test_evaluation_counts_every_sample_once(mnist_root, tmp_path):
@@ -93,8 +94,8 @@ def test_torchrun_launches_the_same_training(mnist_root, tmp_path):
     check(run_app("fit", *args, probe(tmp_path / "lightning"), cwd=tmp_path))
     launcher = torchrun("--nproc_per_node=2")
     check(run_app("fit", *args, probe(tmp_path / "torchrun"), launcher=launcher, cwd=tmp_path))
-    by_torchrun = load(tmp_path / "torchrun", "end", 1)["weights"]
-    assert max_difference(by_torchrun, load(tmp_path / "lightning", "end", 0)["weights"]) == 0
+    by_torchrun = load_probe(tmp_path / "torchrun", "end", 1)["weights"]
+    assert max_difference(by_torchrun, load_probe(tmp_path / "lightning", "end", 0)["weights"]) == 0
 
 
 def test_torchrun_world_size_mismatch_is_one_clear_line(mnist_root, tmp_path):
@@ -137,7 +138,7 @@ def test_two_nodes_on_loopback_end_with_the_same_weights(mnist_root, tmp_path):
     for node in nodes:
         output, _ = node.communicate(timeout=300)
         assert node.returncode == 0, output[-3000:]
-    end = [load(tmp_path / "probe", "end", rank) for rank in (0, 1)]
+    end = [load_probe(tmp_path / "probe", "end", rank) for rank in (0, 1)]
     assert end[0]["world_size"] == end[1]["world_size"] == 2
     assert end[0]["global_step"] == end[1]["global_step"] > 0
     assert max_difference(end[0]["weights"], end[1]["weights"]) == 0
@@ -169,7 +170,7 @@ def test_slurm_script_trains_on_two_tasks(mnist_root, tmp_path):
     check(result)
     # Lightning joined SLURM's 2 tasks instead of launching processes of its own.
     assert (result.stdout + result.stderr).count("Initializing distributed: GLOBAL_RANK") == 2
-    end = [load(tmp_path / "probe", "end", rank) for rank in (0, 1)]
+    end = [load_probe(tmp_path / "probe", "end", rank) for rank in (0, 1)]
     assert end[0]["world_size"] == 2 and max_difference(end[0]["weights"], end[1]["weights"]) == 0
     assert "#SBATCH --signal=SIGUSR1@90" in (ROOT / "scripts" / "slurm.sbatch").read_text()
 
@@ -198,7 +199,10 @@ def test_sync_batchnorm_flag_makes_two_processes_match_one_with_resnet(mnist_roo
     check(run_app("fit", *one, *common, probe(tmp_path / "one"), cwd=tmp_path))
     two = [*CPU2, "--data.batch_size=64", "--model.lr=0.01", *common, probe(tmp_path / "two")]
     check(run_app("fit", *two, configs=("configs/ddp.yaml",), cwd=tmp_path))
-    single, ranks = load(tmp_path / "one", "end", 0), [load(tmp_path / "two", "end", r) for r in (0, 1)]
+    single, ranks = (
+        load_probe(tmp_path / "one", "end", 0),
+        [load_probe(tmp_path / "two", "end", r) for r in (0, 1)],
+    )
     assert max_difference(ranks[0]["weights"], ranks[1]["weights"]) == 0
     # float32: the synced variance comes from sums of squares, BatchNorm's kernel computes it otherwise.
     assert max_difference(ranks[0]["weights"], single["weights"]) < 3e-5

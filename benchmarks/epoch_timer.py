@@ -1,0 +1,45 @@
+"""A callback the benchmark adds to template runs: training time per epoch, validation excluded."""
+
+import json
+import time
+from pathlib import Path
+
+import torch
+from lightning import Callback, LightningModule, Trainer
+
+
+class EpochTimer(Callback):
+    """Writes ``{"train_seconds": [...], "train_samples": [...], "test_acc": x}`` to ``path``.
+
+    Args:
+        path: the JSON file to write (rank 0).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+        self.seconds: list[float] = []
+        self.samples: list[int] = []
+
+    def _now(self) -> float:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.start, self.last, self.count = self._now(), None, 0
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx
+    ) -> None:
+        self.last = self._now()
+        self.count += len(batch[1])
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.seconds.append(self.last - self.start)
+        self.samples.append(self.count * trainer.world_size)
+
+    def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if trainer.is_global_zero:
+            test_acc = float(trainer.callback_metrics["test/acc"])
+            record = {"train_seconds": self.seconds, "train_samples": self.samples, "test_acc": test_acc}
+            self.path.write_text(json.dumps(record))
