@@ -1,6 +1,12 @@
-# Training image: CUDA PyTorch, the project installed, `docker run IMAGE fit --config ...`.
-# Multi-GPU: docker run --gpus all --ipc=host -v $PWD/datasets:/app/datasets -v $PWD/runs:/app/runs IMAGE ...
-FROM pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
+# Training image: CUDA PyTorch with the project installed; `docker run IMAGE fit --config ...`.
+# Multi-GPU: docker run --gpus all --ipc=host -v "$PWD/datasets:/app/datasets" -v "$PWD/runs:/app/runs" IMAGE ...
+# Another CUDA or torch: docker build --build-arg BASE=pytorch/pytorch:<tag> .
+ARG BASE=pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
+FROM ${BASE}
+
+ENV PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore
 
 WORKDIR /app
 COPY pyproject.toml README.md ./
@@ -8,11 +14,13 @@ COPY app app
 COPY data data
 COPY models models
 COPY configs configs
+# The project with its pyproject ranges: the base image's torch and torchvision satisfy them and stay.
 RUN pip install --no-cache-dir . \
-    && useradd --create-home trainer \
-    && mkdir -p datasets runs \
-    && chown trainer datasets runs
-USER trainer
+    && rm -rf build ./*.egg-info \
+    && (id 1000 >/dev/null 2>&1 || useradd --uid 1000 --create-home trainer) \
+    && mkdir datasets runs \
+    && chown 1000:1000 datasets runs
+USER 1000:1000
 
 ENTRYPOINT ["python", "-m", "app"]
 CMD ["fit", "--config", "configs/mnist.yaml", "--trainer.max_epochs", "1"]

@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup fashion-mnist train test lint
+.PHONY: setup fashion-mnist train test lint format
 
 setup: $(VENV)/.installed
 
@@ -24,8 +24,15 @@ train: setup fashion-mnist
 
 test: setup fashion-mnist
 	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m pytest
 
 lint: setup
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
+	$(VENV)/bin/hadolint Dockerfile
+
+# What the pre-commit hooks do, on the whole tree.
+format: setup
+	$(PYTHON) -m ruff check --fix .
+	$(PYTHON) -m ruff format .
