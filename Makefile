@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup fashion-mnist train test lint format
+.PHONY: setup fashion-mnist train test lint format bench
 
 setup: $(VENV)/.installed
 
@@ -36,3 +36,7 @@ lint: setup
 format: setup
 	$(PYTHON) -m ruff check --fix .
 	$(PYTHON) -m ruff format .
+
+# The template against a plain loop and the seed scripts' loop (benchmarks/README.md).
+bench: setup fashion-mnist
+	$(PYTHON) -m benchmarks

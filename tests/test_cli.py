@@ -90,3 +90,13 @@ def test_more_gpus_than_present_is_one_clear_line(tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and "gpu" in last.lower()
+
+
+@pytest.mark.parametrize("bar", [[], ["--trainer.callbacks+=TQDMProgressBar"]])
+def test_progress_bar_default_or_your_own(bar, mnist_root, tmp_path):
+    """Ours redraws every 50 steps (Lightning's redraws every step); one of yours replaces it."""
+    result = run_app(
+        "fit", f"--data.root={mnist_root}", "--trainer.enable_progress_bar=true", *bar, cwd=tmp_path
+    )
+    check(result)
+    assert ("it/s" in result.stderr) if bar else ("Epoch 0/0" in result.stdout)
