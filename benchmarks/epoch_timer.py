@@ -1,11 +1,11 @@
 """A callback the benchmark adds to template runs: training time per epoch, validation excluded."""
 
 import json
-import time
 from pathlib import Path
 
-import torch
 from lightning import Callback, LightningModule, Trainer
+
+from benchmarks.common import now
 
 
 class EpochTimer(Callback):
@@ -20,18 +20,13 @@ class EpochTimer(Callback):
         self.seconds: list[float] = []
         self.samples: list[int] = []
 
-    def _now(self) -> float:
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        return time.perf_counter()
-
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self.start, self.last, self.count = self._now(), None, 0
+        self.start, self.last, self.count = now(pl_module.device), None, 0
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx
     ) -> None:
-        self.last = self._now()
+        self.last = now(pl_module.device)
         self.count += len(batch[1])
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:

@@ -3,25 +3,19 @@
 Prints one JSON line: train seconds and samples per epoch, test accuracy.
 """
 
-import argparse
-import json
 import math
-import time
 
 import torch
 from torch.nn import functional as F
 
+from benchmarks.common import arguments, now, report
 from data import FashionMNISTDataModule
 from data.batch_transforms import normalize
 from models import MnistCNN
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--root", default="datasets")
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser = arguments(__doc__)
     args = parser.parse_args()
     torch.manual_seed(42)
     device = torch.device(args.device)
@@ -39,7 +33,7 @@ def main() -> None:
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps, eta_min=0.001)
     seconds = []
     for _ in range(args.epochs):
-        start = _now(device)
+        start = now(device)
         net.train()
         for batch in torch.randperm(len(train[0]), device=device).split(args.batch_size):
             loss = F.cross_entropy(net(normalize(train[0][batch], mean, std)), train[1][batch])
@@ -47,29 +41,20 @@ def main() -> None:
             loss.backward()
             optimizer.step()
             schedule.step()
-        seconds.append(_now(device) - start)
+        seconds.append(now(device) - start)
     net.eval()
     with torch.no_grad():
         correct = sum(
             (net(normalize(x, mean, std)).argmax(1) == y).sum().item()
             for x, y in zip(test[0].split(1000), test[1].split(1000), strict=True)
         )
-    samples = [len(train[0])] * args.epochs
-    print(
-        json.dumps({"train_seconds": seconds, "train_samples": samples, "test_acc": correct / len(test[0])})
-    )
+    report(seconds, len(train[0]), correct / len(test[0]))
 
 
 def _tensors(split, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     indices = torch.as_tensor(split.indices)
     images = split.dataset.data[indices].unsqueeze(1).contiguous()
     return images.to(device), torch.as_tensor(split.dataset.targets)[indices].to(device)
-
-
-def _now(device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter()
 
 
 if __name__ == "__main__":

@@ -5,11 +5,8 @@ Run as one process (world size 1, as the seeds run on one machine with one devic
 JSON line: train seconds and samples per epoch, test accuracy.
 """
 
-import argparse
-import json
 import math
 import os
-import time
 
 import torch
 import torch.distributed as dist
@@ -18,17 +15,14 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 from torchvision import transforms
 
+from benchmarks.common import arguments, now, report
 from data import FashionMNISTDataModule
 from models import MnistCNN
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--root", default="datasets")
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--batch-size", type=int, default=128)
+    parser = arguments(__doc__)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
     torch.manual_seed(42)
     device = torch.device(args.device)
@@ -57,7 +51,7 @@ def main() -> None:
     seconds = []
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
-        start = _now(device)
+        start = now(device)
         net.train()
         for x, y in train_loader:
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
@@ -69,23 +63,14 @@ def main() -> None:
             dist.all_reduce(
                 loss.detach(), op=dist.ReduceOp.AVG if device.type == "cuda" else dist.ReduceOp.SUM
             )
-        seconds.append(_now(device) - start)
+        seconds.append(now(device) - start)
     net.eval()
     correct = 0
     with torch.no_grad():
         for x, y in DataLoader(test_set, 1000, **loader_options):
             correct += (net(x.to(device)).argmax(1) == y.to(device)).sum().item()
     dist.destroy_process_group()
-    samples = [len(train_set)] * args.epochs
-    print(
-        json.dumps({"train_seconds": seconds, "train_samples": samples, "test_acc": correct / len(test_set)})
-    )
-
-
-def _now(device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter()
+    report(seconds, len(train_set), correct / len(test_set))
 
 
 if __name__ == "__main__":

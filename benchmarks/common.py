@@ -1,0 +1,29 @@
+"""What the hand-written loops share: their arguments, a clock, and the result line."""
+
+import argparse
+import json
+import time
+
+import torch
+
+
+def arguments(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--root", default="datasets")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    return parser
+
+
+def now(device: torch.device) -> float:
+    """Seconds, once the device has finished its queued work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter()
+
+
+def report(seconds: list[float], samples_per_epoch: int, test_acc: float) -> None:
+    """The one JSON line the benchmark driver reads."""
+    samples = [samples_per_epoch] * len(seconds)
+    print(json.dumps({"train_seconds": seconds, "train_samples": samples, "test_acc": test_acc}))
