@@ -44,7 +44,7 @@ class TorchvisionDataModule(VisionDataModule):
     ) -> None:
         super().__init__(root, batch_size, num_workers, val_size, seed)
         self.download = download
-        self.loader_kind = loader
+        self.loader = loader
 
     @property
     def data_dir(self) -> Path:
@@ -55,9 +55,9 @@ class TorchvisionDataModule(VisionDataModule):
         """The resident loader's training augmentation of a uint8 batch (none here)."""
         return images
 
-    def loader(self, dataset: Split, train: bool = False) -> Iterable:
-        if self.loader_kind == "torch":
-            return super().loader(dataset, train)
+    def dataloader(self, dataset: Split, train: bool = False) -> Iterable:
+        if self.loader == "torch":
+            return super().dataloader(dataset, train)
         device = self.trainer.strategy.root_device if self.trainer else torch.device("cpu")
         data = torch.as_tensor(dataset.dataset.data)  # (N, H, W) grey or (N, H, W, C) colour
         images = data.unsqueeze(1) if data.ndim == 3 else data.permute(0, 3, 1, 2)

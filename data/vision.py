@@ -124,7 +124,7 @@ class VisionDataModule(LightningDataModule):
         # Not padded, so evaluation counts every sample exactly once.
         return UnrepeatedDistributedSampler(dataset, world, rank, shuffle=False)
 
-    def loader(self, dataset: Split, train: bool = False) -> Iterable:
+    def dataloader(self, dataset: Split, train: bool = False) -> Iterable:
         """Batches of ``dataset`` for this rank: a DataLoader with worker processes."""
         workers = self.workers()
         return DataLoader(
@@ -137,13 +137,13 @@ class VisionDataModule(LightningDataModule):
         )
 
     def train_dataloader(self) -> Iterable:
-        return self.loader(self.train_set, train=True)
+        return self.dataloader(self.train_set, train=True)
 
     def val_dataloader(self) -> Iterable:
-        return self.loader(self.val_set)
+        return self.dataloader(self.val_set)
 
     def test_dataloader(self) -> Iterable:
-        return self.loader(self.test_set)
+        return self.dataloader(self.test_set)
 
     def predict_dataloader(self) -> Iterable:
-        return self.loader(self.test_set)
+        return self.dataloader(self.test_set)
