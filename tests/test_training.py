@@ -1,6 +1,7 @@
 """ImageClassifier in a real Trainer: the recipe's optimizer and its lr schedule."""
 
 import pytest
+import torch
 from lightning import Trainer
 
 from data import MNISTDataModule
@@ -28,3 +29,20 @@ def test_sgd_recipe_and_cosine_decay_over_the_whole_run(mnist_root, tmp_path):
     assert trainer.global_step == 6
     assert optimizer.param_groups[0]["lr"] == pytest.approx(0.01)
     assert {"train/loss", "val/loss", "val/acc"} <= trainer.callback_metrics.keys()
+
+
+def test_channels_last_changes_memory_order_not_results():
+    torch.manual_seed(0)
+    plain, nhwc = ImageClassifier(MnistCNN()), ImageClassifier(MnistCNN(), channels_last=True)
+    nhwc.load_state_dict(plain.state_dict())
+    conv = nhwc.net.features[3].weight  # 16 input channels: the two orders differ
+    assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
+    x = torch.randn(4, 1, 28, 28)
+    assert torch.allclose(plain(x), nhwc(x), atol=1e-5)
+
+
+def test_compile_keeps_checkpoint_keys():
+    keys = ImageClassifier(MnistCNN()).state_dict().keys()
+    compiled = ImageClassifier(MnistCNN(), compile=True)
+    assert compiled.net._compiled_call_impl is not None  # forward goes through torch.compile
+    assert compiled.state_dict().keys() == keys
