@@ -6,7 +6,7 @@ from conftest import ROOT, check, logged, run_app
 PRESETS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").glob("*.yaml"))
 
 
-def test_fit_saves_checkpoints_and_test_reloads_them(mnist_root, tmp_path):
+def test_fit_saves_checkpoints_that_test_validate_and_predict_reload(mnist_root, tmp_path):
     check(run_app("fit", f"--data.root={mnist_root}", cwd=tmp_path))
     run = tmp_path / "runs" / "version_0"
     checkpoints = sorted(p.name for p in (run / "checkpoints").iterdir())
@@ -18,6 +18,9 @@ def test_fit_saves_checkpoints_and_test_reloads_them(mnist_root, tmp_path):
     check(run_app("test", f"--ckpt_path={best}", configs=(str(run / "config.yaml"),), cwd=tmp_path))
     # fit ends by testing its best checkpoint: the reloaded one scores exactly the same.
     assert logged(tmp_path / "runs" / "version_1")["test/acc"] == fit_metrics["test/acc"]
+    check(run_app("validate", f"--ckpt_path={best}", configs=(str(run / "config.yaml"),), cwd=tmp_path))
+    assert logged(tmp_path / "runs" / "version_2")["val/acc"] == fit_metrics["val/acc"]
+    check(run_app("predict", f"--ckpt_path={best}", configs=(str(run / "config.yaml"),), cwd=tmp_path))
 
 
 @pytest.mark.parametrize(
