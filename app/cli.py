@@ -1,7 +1,9 @@
 """The command line: LightningCLI with our defaults and the data-to-model links."""
 
+import itertools
 import sys
 import warnings
+from pathlib import Path
 
 from lightning import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar, RichProgressBar
@@ -84,8 +86,25 @@ def _as_list(value: object) -> list:
     return [] if value is None else value if isinstance(value, list) else [value]
 
 
+def with_run_config(args: list[str]) -> list[str]:
+    """``validate|test|predict --ckpt_path RUN/checkpoints/X.ckpt`` also reads ``RUN/config.yaml``.
+
+    So a checkpoint is evaluated with the network and data it was trained with; a ``--config``
+    of the user's own turns this off.
+    """
+    if not args or args[0] not in ("validate", "test", "predict"):
+        return args
+    if any(arg in ("-c", "--config") or arg.startswith("--config=") for arg in args):
+        return args
+    paths = [b for a, b in itertools.pairwise(args) if a == "--ckpt_path"]
+    paths += [arg.split("=", 1)[1] for arg in args if arg.startswith("--ckpt_path=")]
+    config = Path(paths[-1]).parent.parent / "config.yaml" if paths else None
+    return [args[0], f"--config={config}", *args[1:]] if config and config.is_file() else args
+
+
 def main(args: list[str] | None = None) -> None:
     """Run the CLI; data problems end in one line on stderr and exit status 1."""
+    args = with_run_config(sys.argv[1:] if args is None else args)
     try:
         CLI(
             models.ImageClassifier,

@@ -104,3 +104,22 @@ def test_progress_bar_default_or_your_own(bar, mnist_root, tmp_path):
     check(result)
     output = result.stdout + result.stderr
     assert ("it/s]" in output) if bar else ("━" in output and "it/s]" not in output)
+
+
+def test_a_checkpoint_is_evaluated_with_the_config_of_its_run(cifar10_root, tmp_path):
+    """No --config: `test --ckpt_path` reads the run's config.yaml, so a ResNet on CIFAR stays one."""
+    data = [f"--data.root={cifar10_root}", "--data.verify=false"]
+    check(
+        run_app(
+            "fit",
+            *data,
+            "--model.net=ResNet",
+            "--model.net.depth=8",
+            configs=("configs/cifar10.yaml",),
+            cwd=tmp_path,
+        )
+    )
+    run = tmp_path / "runs" / "version_0"
+    best = next((run / "checkpoints").glob("best-*.ckpt"))
+    check(run_app("test", f"--ckpt_path={best}", *data, cwd=tmp_path))
+    assert logged(tmp_path / "runs" / "version_1")["test/acc"] == logged(run)["test/acc"]
