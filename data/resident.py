@@ -36,15 +36,32 @@ class ResidentLoader:
     ) -> None:
         self.images, self.labels = images, labels
         self.batch_size, self.sampler, self.transform = batch_size, sampler, transform
+        self.epoch, self.served, self.resume_at = 0, 0, 0
 
     def __len__(self) -> int:
         return math.ceil(len(self.sampler) / self.batch_size)
 
     def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
         device = self.images.device
-        order = torch.tensor(list(self.sampler), device=device)
-        # Seeded by (seed, epoch, rank): an epoch's augmentation is the same when it is run again.
         s = self.sampler
-        generator = torch.Generator(device).manual_seed(hash((s.seed, s.epoch, s.rank)) & (2**63 - 1))
-        for batch in order.split(self.batch_size):
+        start = self.resume_at if s.epoch == self.epoch else 0
+        self.epoch, self.served, self.resume_at = s.epoch, start, 0
+        order = torch.tensor(list(s), device=device)
+        for i, batch in enumerate(order.split(self.batch_size)):
+            if i < start:
+                continue
+            # Seeded by (seed, epoch, rank, batch): a batch's augmentation is the same when it is run
+            # again, also after a resume that skips the batches before it.
+            seed = hash((s.seed, s.epoch, s.rank, i)) & (2**63 - 1)
+            generator = torch.Generator(device).manual_seed(seed)
+            self.served = i + 1
             yield self.transform(self.images[batch], generator), self.labels[batch]
+
+    def state_dict(self) -> dict[str, int]:
+        """Where this epoch stands; Lightning stores it in checkpoints for a mid-epoch resume."""
+        # Lightning's loop fetches one batch ahead, so the newest batch served is not trained on yet.
+        return {"epoch": self.epoch, "trained": max(0, self.served - 1)}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Make the next pass over ``state``'s epoch start at its first untrained batch."""
+        self.epoch, self.resume_at = state["epoch"], state["trained"]

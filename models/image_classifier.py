@@ -49,7 +49,8 @@ class ImageClassifier(LightningModule):
         compile: bool = False,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["net"])
+        # The CLI logs the whole run config; logger=False keeps these from being logged twice.
+        self.save_hyperparameters(ignore=["net"], logger=False)
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self.net = net.to(memory_format=self.memory_format)
         if compile:
@@ -70,11 +71,11 @@ class ImageClassifier(LightningModule):
         self.log("train/loss", loss, prog_bar=True)
         return loss
 
-    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "val", self.val_loss, self.val_acc)
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> dict[str, Tensor]:
+        return self._evaluate(batch, "val", self.val_loss, self.val_acc)
 
-    def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "test", self.test_loss, self.test_acc)
+    def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> dict[str, Tensor]:
+        return self._evaluate(batch, "test", self.test_loss, self.test_acc)
 
     def predict_step(self, batch: Tensor | tuple[Tensor, ...], batch_idx: int) -> Tensor:
         x = batch[0] if isinstance(batch, (tuple, list)) else batch
@@ -82,18 +83,25 @@ class ImageClassifier(LightningModule):
 
     def _evaluate(
         self, batch: tuple[Tensor, Tensor], stage: str, loss: MeanMetric, accuracy: MulticlassAccuracy
-    ) -> None:
+    ) -> dict[str, Tensor]:
+        """Updates and logs the stage's metrics; returns the predicted classes (for callbacks)."""
         x, y = batch
         logits = self(x)
         loss.update(self.loss(logits, y), weight=len(y))
         accuracy.update(logits, y)
         self.log(f"{stage}/loss", loss, prog_bar=True)
         self.log(f"{stage}/acc", accuracy, prog_bar=True)
+        return {"preds": logits.argmax(dim=1)}
+
+    def scaled_lr(self, world_size: int) -> float:
+        """The learning rate used with ``world_size`` processes (see ``lr_scaling``)."""
+        hp = self.hparams
+        return hp.lr * {"none": 1, "linear": world_size, "sqrt": world_size**0.5}[hp.lr_scaling]
 
     def configure_optimizers(self) -> dict:
         hp = self.hparams
         world = self.trainer.world_size
-        lr = hp.lr * {"none": 1, "linear": world, "sqrt": world**0.5}[hp.lr_scaling]
+        lr = self.scaled_lr(world)
         rank_zero_info(f"lr {lr:g} = {hp.lr:g} with {hp.lr_scaling} scaling to world size {world}")
         optimizer = torch.optim.SGD(
             self.parameters(), lr=lr, momentum=hp.momentum, weight_decay=hp.weight_decay

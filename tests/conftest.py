@@ -29,6 +29,7 @@ SHRINK = [
     "--trainer.enable_model_summary=false",
     "--data.num_workers=0",
     "--data.val_size=0.2",
+    "--trainer.logger=CSVLogger",
 ]
 
 
@@ -140,6 +141,12 @@ def run_app(
     command = app_command(subcommand, *args, **options)
     cwd.mkdir(parents=True, exist_ok=True)
     return subprocess.run(command, cwd=cwd, env=app_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def run_folder(cwd: Path, version: int = 0) -> Path:
+    """The folder ``runs/NAME/version_N`` of the one run name used under ``cwd``."""
+    (found,) = (cwd / "runs").glob(f"*/version_{version}")
+    return found
 
 
 def logged(run: Path) -> dict[str, list[float]]:

@@ -1,14 +1,14 @@
 """``python -m app`` as users run it: a real subprocess on data in the real formats."""
 
 import pytest
-from conftest import ROOT, check, logged, run_app
+from conftest import ROOT, check, logged, run_app, run_folder
 
 PRESETS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").glob("*.yaml"))
 
 
 def test_fit_saves_checkpoints_that_test_validate_and_predict_reload(mnist_root, tmp_path):
     check(run_app("fit", f"--data.root={mnist_root}", cwd=tmp_path))
-    run = tmp_path / "runs" / "version_0"
+    run = run_folder(tmp_path)
     checkpoints = sorted(p.name for p in (run / "checkpoints").iterdir())
     assert checkpoints[-1] == "last.ckpt" and checkpoints[0].startswith("best-epoch00")
     fit_metrics = logged(run)
@@ -16,10 +16,12 @@ def test_fit_saves_checkpoints_that_test_validate_and_predict_reload(mnist_root,
 
     best = run / "checkpoints" / checkpoints[0]
     check(run_app("test", f"--ckpt_path={best}", configs=(str(run / "config.yaml"),), cwd=tmp_path))
-    # fit ends by testing its best checkpoint: the reloaded one scores exactly the same.
-    assert logged(tmp_path / "runs" / "version_1")["test/acc"] == fit_metrics["test/acc"]
+    # fit ends by testing its best checkpoint: the reloaded one scores exactly the same; an
+    # evaluation of a run's checkpoint logs to that run.
+    assert logged(run)["test/acc"] == fit_metrics["test/acc"] * 2
     check(run_app("validate", f"--ckpt_path={best}", configs=(str(run / "config.yaml"),), cwd=tmp_path))
-    assert logged(tmp_path / "runs" / "version_2")["val/acc"] == fit_metrics["val/acc"]
+    assert logged(run)["val/acc"] == fit_metrics["val/acc"] * 2
+    assert not (tmp_path / "runs" / run.parent.name / "version_1").exists()
     check(run_app("predict", f"--ckpt_path={best}", configs=(str(run / "config.yaml"),), cwd=tmp_path))
 
 
@@ -40,7 +42,7 @@ def test_fit_saves_checkpoints_that_test_validate_and_predict_reload(mnist_root,
 def test_any_net_trains_on_any_dataset(configs, args, root, request, tmp_path):
     data_root = request.getfixturevalue(root)
     check(run_app("fit", *args, f"--data.root={data_root}", configs=configs, cwd=tmp_path))
-    assert 0 <= logged(tmp_path / "runs" / "version_0")["test/acc"][-1] <= 1
+    assert 0 <= logged(run_folder(tmp_path))["test/acc"][-1] <= 1
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -119,7 +121,8 @@ def test_a_checkpoint_is_evaluated_with_the_config_of_its_run(cifar10_root, tmp_
             cwd=tmp_path,
         )
     )
-    run = tmp_path / "runs" / "version_0"
+    run = run_folder(tmp_path)
     best = next((run / "checkpoints").glob("best-*.ckpt"))
     check(run_app("test", f"--ckpt_path={best}", *data, cwd=tmp_path))
-    assert logged(tmp_path / "runs" / "version_1")["test/acc"] == logged(run)["test/acc"]
+    first, again = logged(run)["test/acc"]
+    assert again == first

@@ -4,7 +4,7 @@ import copy
 
 import pytest
 import torch
-from conftest import check, logged, run_app
+from conftest import check, logged, run_app, run_folder
 from lightning import Trainer
 from lightning.pytorch.strategies import StrategyRegistry
 
@@ -25,7 +25,7 @@ def test_dp_on_cpu_trains_as_one_process_with_one_warning(mnist_root, tmp_path):
     output = result.stdout + result.stderr
     assert output.count("runs as a single process") == 1
     assert "with linear scaling to world size 1" in output
-    assert "test/acc" in logged(tmp_path / "runs" / "version_0")
+    assert "test/acc" in logged(run_folder(tmp_path))
 
 
 def test_dp_with_sync_batchnorm_is_one_clear_line(tmp_path):
@@ -39,14 +39,15 @@ def test_dp_with_sync_batchnorm_is_one_clear_line(tmp_path):
 def test_checkpoints_move_between_dp_and_ddp(train, evaluate, mnist_root, tmp_path):
     data = f"--data.root={mnist_root}"
     check(run_app("fit", *CPU2, f"--trainer.strategy={train}", data, cwd=tmp_path))
-    run = tmp_path / "runs" / "version_0"
+    run = run_folder(tmp_path)
     last = run / "checkpoints" / "last.ckpt"
     weights = torch.load(last, weights_only=True)["state_dict"]
     assert weights.keys() == ImageClassifier(MnistCNN()).state_dict().keys()
     args = [*CPU2, f"--trainer.strategy={evaluate}", f"--ckpt_path={last}", data]
     check(run_app("test", *args, configs=(str(run / "config.yaml"),), cwd=tmp_path))
     # One epoch: fit tested its best checkpoint, which is its last.
-    assert logged(tmp_path / "runs" / "version_1")["test/acc"] == logged(run)["test/acc"]
+    first, again = logged(run)["test/acc"]
+    assert again == first
 
 
 class FirstLoss(ImageClassifier):

@@ -1,6 +1,6 @@
 """Real learning on the real Fashion-MNIST (Debian's package), read offline through the CLI."""
 
-from conftest import check, logged, run_app
+from conftest import check, logged, run_app, run_folder
 
 
 def test_fashion_mnist_learns_offline(fashion_mnist, tmp_path):
@@ -16,6 +16,6 @@ def test_fashion_mnist_learns_offline(fashion_mnist, tmp_path):
     )
     check(result)
     assert f"using the OS package's copy in {fashion_mnist}" in result.stderr + result.stdout
-    test_acc = logged(tmp_path / "runs" / "version_0")["test/acc"][-1]
+    test_acc = logged(run_folder(tmp_path))["test/acc"][-1]
     print(f"Fashion-MNIST test accuracy after one epoch: {test_acc:.4f}")
     assert test_acc >= 0.80

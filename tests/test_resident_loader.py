@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import check, load_probe, logged, max_difference, probe, run_app
+from conftest import check, load_probe, logged, max_difference, probe, run_app, run_folder
 from torch.utils.data import DistributedSampler
 
 from data import CIFAR10DataModule, MNISTDataModule
@@ -93,7 +93,5 @@ def test_both_loaders_train_to_the_same_weights_and_accuracy(mnist_root, tmp_pat
         load_probe(tmp_path / loader, "end", 0)["weights"] for loader in ("resident", "torch")
     )
     assert max_difference(resident, classic) < 1e-4
-    accuracy = [
-        logged(tmp_path / loader / "runs" / "version_0")["test/acc"] for loader in ("resident", "torch")
-    ]
+    accuracy = [logged(run_folder(tmp_path / loader))["test/acc"] for loader in ("resident", "torch")]
     assert accuracy[0] == accuracy[1]

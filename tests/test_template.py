@@ -6,7 +6,7 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-from conftest import ROOT, SHRINK, app_command, app_env, check, logged, run_app
+from conftest import ROOT, SHRINK, app_command, app_env, check, logged, run_app, run_folder
 
 TINY_NET = """
     from torch import nn
@@ -89,7 +89,7 @@ def test_classes_in_any_module_train_by_class_path(mnist_root, tmp_path):
         cwd=tmp_path,
     )
     check(result)
-    run = tmp_path / "runs" / "version_0"
+    run = run_folder(tmp_path)
     assert 0 <= logged(run)["test/acc"][-1] <= 1
     config = (run / "config.yaml").read_text()
     assert "class_path: mymod.TinyNet" in config and "class_path: mymod.MyData" in config
@@ -107,7 +107,7 @@ def test_files_dropped_into_the_packages_are_found_by_short_name(tmp_path):
     )
     # MyNet's defaults fit 1x28x28 images: training on 3x8x8 ones shows the sizes were linked in.
     check(result)
-    run = tmp_path / "runs" / "version_0"
+    run = run_folder(tmp_path)
     assert 0 <= logged(run)["test/acc"][-1] <= 1
     config = (run / "config.yaml").read_text()
     assert "class_path: models.my_net.MyNet" in config and "class_path: data.my_data.MyDataModule" in config
@@ -132,6 +132,6 @@ def test_a_new_preset_stacks_and_trains(mnist_root, tmp_path):
     assert "class_path: data.MNISTDataModule" in printed.stdout and "batch_size: 32" in printed.stdout
 
     check(run_app("fit", f"--data.root={mnist_root}", configs=configs, cwd=tmp_path))
-    run = tmp_path / "runs" / "version_0"
+    run = run_folder(tmp_path)
     assert 0 <= logged(run)["test/acc"][-1] <= 1
     assert "lr: 0.05" in (run / "config.yaml").read_text()

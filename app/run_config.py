@@ -1,0 +1,49 @@
+"""The run's config: ``RUN/config.yaml`` and the loggers' run config (W&B's config panel)."""
+
+import subprocess
+from pathlib import Path
+
+import yaml
+from lightning import LightningModule, Trainer
+from lightning.pytorch.cli import SaveConfigCallback
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def git_state(folder: Path = PROJECT) -> dict[str, str | bool] | None:
+    """The commit the code is at and whether it has uncommitted changes; None outside git."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=10
+        )
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if commit.returncode != 0:
+        return None
+    return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
+
+
+class RunConfig(SaveConfigCallback):
+    """Saves the fully resolved CLI config (what ``--print_config`` shows) as ``config.yaml`` in the
+    run folder, and logs it with the git state as the run's config to every logger.
+
+    An evaluation (validate/test/predict) of a run keeps the training config already there.
+    """
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if stage != "fit" and (Path(trainer.default_root_dir) / self.config_filename).is_file():
+            return
+        super().setup(trainer, pl_module, stage)
+
+    def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        config = yaml.safe_load(self.parser.dump(self.config, skip_none=False))
+        config["git"] = git_state()
+        for logger in trainer.loggers:
+            logger.log_hyperparams(config)
