@@ -1,6 +1,7 @@
 """Checkpoint files that are either the old one or the new one, never a torn one."""
 
 import errno
+import io
 import os
 import tempfile
 from pathlib import Path
@@ -12,7 +13,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from app.run_folder import TEMP_MARK
 
 
-class CheckpointWriteError(OSError):
+class CheckpointWriteError(Exception):
     """A checkpoint could not be written; the previous file at that path is untouched."""
 
 
@@ -30,18 +31,21 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, temp = tempfile.mkstemp(prefix=f"{target.name}{TEMP_MARK}", dir=target.parent)
         except OSError as err:
-            raise CheckpointWriteError(err.errno, _why(err, target)) from err
+            raise CheckpointWriteError(_why(err, target)) from err
         try:
+            # Serialized in memory first, so a failed write surfaces as the OSError it is.
+            buffer = io.BytesIO()
+            torch.save(checkpoint, buffer)
             with os.fdopen(fd, "wb") as f:
                 os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp's 0600 would hide it from the group
-                torch.save(checkpoint, f)
+                f.write(buffer.getbuffer())
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(temp, target)
         except BaseException as err:
             Path(temp).unlink(missing_ok=True)
             if isinstance(err, OSError):
-                raise CheckpointWriteError(err.errno, _why(err, target)) from err
+                raise CheckpointWriteError(_why(err, target)) from err
             raise
         _fsync_folder(target.parent)
 

@@ -1,13 +1,12 @@
 """The command line: LightningCLI with our defaults, the data-to-model links and the run folder."""
 
 import inspect
-import itertools
 import os
 import sys
 import warnings
 from datetime import timedelta
-from pathlib import Path
 
+from jsonargparse import ActionConfigFile
 from lightning import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar, RichModelSummary, RichProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
@@ -15,19 +14,21 @@ from lightning.pytorch.core.datamodule import LightningDataModule
 from lightning.pytorch.strategies import StrategyRegistry
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
-from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 import models
-from app import loggers, run_folder
+from app import run_folder
 from app.checkpoint_io import AtomicCheckpointIO, CheckpointWriteError
 from app.dp_strategy import DataParallelStrategy
+from app.errors import RunFolderError, UsageError
 from app.export import ExportTrainer
 from app.finite_loss import FiniteLoss, LossNotFiniteError
-from app.interruptions import CheckpointOnSigterm
+from app.last_checkpoint import LastCheckpoint
+from app.parser import Parser
 from app.pictures import Pictures
 from app.predictions import PredictionsWriter
 from app.rng_states import RNGStates
 from app.run_config import RunConfig
+from app.stop_ranks import StopRanksOnError
 from app.sync_batchnorm import SyncBatchNormPlugin
 from data import DataError
 
@@ -40,12 +41,15 @@ warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and i
 PROGRESS_EVERY_N_STEPS = 50
 
 
-class UsageError(Exception):
-    """A flag or config value that cannot work; the message says which."""
-
-
 class CLI(LightningCLI):
     """``python -m app fit|validate|test|predict``; defaults: MNIST and MnistCNN."""
+
+    def init_parser(self, **kwargs) -> LightningArgumentParser:
+        parser = Parser(**kwargs)
+        parser.add_argument(
+            "-c", "--config", action=ActionConfigFile, help="A YAML config file (several stack)."
+        )
+        return parser
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
@@ -84,7 +88,7 @@ class CLI(LightningCLI):
                 "checkpoint.mode": "max",
                 "checkpoint.filename": "best-epoch{epoch:02d}-step{step}",
                 "checkpoint.auto_insert_metric_name": False,
-                "checkpoint.save_last": True,
+                "checkpoint.save_last": False,  # last.ckpt: see --save_every_n_steps
                 "checkpoint.enable_version_counter": False,
             }
         )
@@ -92,9 +96,17 @@ class CLI(LightningCLI):
             parser.link_arguments(f"data.{key}", f"model.net.init_args.{key}", apply_on="instantiate")
         parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")
 
+    def _parse_ckpt_path(self) -> None:
+        # Lightning reads hyperparameters from --ckpt_path right after parsing: check the file first.
+        subcommand = self.config.get("subcommand")
+        ckpt = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if ckpt and ckpt != "last":
+            run_folder.check_checkpoint(ckpt)
+        super()._parse_ckpt_path()
+
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand]
-        self.run = settle_run(config)
+        self.run = run_folder.settle(config)
 
     def instantiate_trainer(self, **kwargs) -> Trainer:
         config = {**self._get(self.config_init, "trainer"), **kwargs}
@@ -111,22 +123,14 @@ class CLI(LightningCLI):
         ):
             # Lightning's default bar redraws at every step: 12 ms, a quarter of a MnistCNN step on 2 cores.
             callbacks += [RichProgressBar(refresh_rate=PROGRESS_EVERY_N_STEPS), RichModelSummary()]
-        callbacks += [FiniteLoss(), RNGStates(), CheckpointOnSigterm(checkpoints)]
         if options.plots and not any(isinstance(c, Pictures) for c in callbacks):
             callbacks.append(Pictures())
+        # In this order: a NaN step is caught before anything saves it.
+        callbacks += [FiniteLoss(), RNGStates(), StopRanksOnError()]
         extra = []
         if config.get("enable_checkpointing") is not False:
+            callbacks.append(LastCheckpoint(checkpoints, options.save_every_n_steps))
             extra.append(options.checkpoint)
-            if options.save_every_n_steps > 0:
-                extra.append(
-                    ModelCheckpoint(
-                        checkpoints,
-                        every_n_train_steps=options.save_every_n_steps,
-                        save_top_k=0,
-                        save_last=True,
-                        enable_version_counter=False,
-                    )
-                )
         config["callbacks"] = callbacks
         config["strategy"] = with_timeout(config.get("strategy", "auto"), options.collective_timeout)
         try:
@@ -136,7 +140,7 @@ class CLI(LightningCLI):
             if environment is not None:
                 environment.validate_settings(trainer.num_devices, trainer.num_nodes)
             return trainer
-        except (MisconfigurationException, ValueError) as err:
+        except (MisconfigurationException, ValueError, TypeError) as err:
             # Trainer flags this machine or launcher cannot honour: the user's to fix, not a bug.
             raise UsageError(" ".join(str(err).split())) from err
 
@@ -189,80 +193,21 @@ def with_timeout(strategy: object, seconds: float) -> object:
     return entry["strategy"](**{**entry["init_params"], "timeout": timedelta(seconds=seconds)})
 
 
-def _short(class_path: str, suffix: str = "") -> str:
-    name = class_path.rsplit(".", 1)[-1]
-    return name.removesuffix(suffix) or name
-
-
-def settle_run(config) -> Path:
-    """Pick the run folder (and the checkpoint ``--ckpt_path last`` means), and point every output at it.
-
-    ``fit`` makes a new ``ROOT/NAME/version_N``; a command given a checkpoint of a run works in that run.
-    """
-    rank_zero = rank_zero_only.rank == 0 and int(os.environ.get("NODE_RANK", 0)) == 0
-    name = config.get("name") or "-".join(
-        (_short(config.data.class_path, "DataModule"), _short(config.model.net.class_path))
-    )
-    parent = Path(config.trainer.default_root_dir or "runs") / name
-    ckpt = config.get("ckpt_path")
-    if ckpt == "last":
-        found = run_folder.newest_intact(parent)
-        if found is None:
-            rank_zero_info(f"--ckpt_path last: no checkpoint under {parent} yet; starting from scratch")
-        else:
-            rank_zero_info(f"--ckpt_path last: resuming from {found}")
-        ckpt = config.ckpt_path = str(found) if found else None
-    elif ckpt:
-        if not Path(ckpt).is_file():
-            raise UsageError(f"--ckpt_path {ckpt}: no such file")
-        if not run_folder.intact(Path(ckpt)):
-            raise UsageError(
-                f"--ckpt_path {ckpt} is not a complete checkpoint (cut short or corrupt); "
-                "--ckpt_path last picks the newest intact one"
-            )
-    run = run_folder.inherited() or (run_folder.run_of(Path(ckpt)) if ckpt else None)
-    if run is None:
-        run = run_folder.claim_new(parent, create=rank_zero)
-    elif rank_zero:
-        if not os.access(run, os.W_OK):
-            raise UsageError(f"the run folder {run} is not writable; fix its permissions")
-        run_folder.remove_stale_temps(run)
-    os.environ[run_folder.RUN_DIR_ENV] = str(run)
-    config.trainer.default_root_dir = str(run)
-    if "checkpoint" in config:
-        config.checkpoint.dirpath = str(run / "checkpoints")
-    loggers.configure(config.trainer.get("logger"), run, name, rank_zero)
-    return run
-
-
-def with_run_config(args: list[str]) -> list[str]:
-    """``validate|test|predict --ckpt_path RUN/checkpoints/X.ckpt`` also reads ``RUN/config.yaml``.
-
-    So a checkpoint is evaluated with the network and data it was trained with; a ``--config``
-    of the user's own turns this off.
-    """
-    if not args or args[0] not in ("validate", "test", "predict", "export"):
-        return args
-    if any(arg in ("-c", "--config") or arg.startswith("--config=") for arg in args):
-        return args
-    paths = [b for a, b in itertools.pairwise(args) if a == "--ckpt_path"]
-    paths += [arg.split("=", 1)[1] for arg in args if arg.startswith("--ckpt_path=")]
-    run = run_folder.run_of(Path(paths[-1])) if paths and paths[-1] != "last" else None
-    config = run / "config.yaml" if run else None
-    return [args[0], f"--config={config}", *args[1:]] if config and config.is_file() else args
-
-
 # Problems the user can fix: one line on stderr, exit status 1.
-USER_ERRORS = (DataError, UsageError, LossNotFiniteError, CheckpointWriteError, run_folder.RunFolderError)
+USER_ERRORS = (DataError, UsageError, LossNotFiniteError, CheckpointWriteError, RunFolderError)
+
+
+# What torch.distributed says when a peer process died or left: not this process's own error.
+PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe")
 
 
 def main(args: list[str] | None = None) -> None:
     """Run the CLI; problems the user can fix end in one line on stderr and a non-zero exit."""
     if args is None:
         # Through sys.argv, which Lightning's ddp launcher passes on to the ranks it starts.
-        sys.argv[1:] = with_run_config(sys.argv[1:])
+        sys.argv[1:] = run_folder.with_run_config(sys.argv[1:])
     else:
-        args = with_run_config(args)
+        args = run_folder.with_run_config(args)
     try:
         CLI(
             models.ImageClassifier,
@@ -285,6 +230,11 @@ def main(args: list[str] | None = None) -> None:
         )
     except USER_ERRORS as err:
         sys.exit(f"error: {err}")
+    except RuntimeError as err:
+        if not any(sign in str(err) for sign in PEER_GONE):
+            raise
+        # The process that failed first printed why; this one only lost its peer.
+        sys.exit("error: another process of this job failed (its error is above); this one stopped too")
     except SIGTERMException:
         run = os.environ.get(run_folder.RUN_DIR_ENV, "the run folder")
         sys.stderr.write(f"stopped by SIGTERM: saved {run}/checkpoints/last.ckpt; resume: --ckpt_path last\n")

@@ -1,5 +1,7 @@
 """Stop at the first step whose training loss is NaN or infinite, before it is checkpointed."""
 
+from pathlib import Path
+
 import torch
 from lightning import Callback, LightningModule, Trainer
 
@@ -11,8 +13,9 @@ class LossNotFiniteError(Exception):
 class FiniteLoss(Callback):
     """Raises :class:`LossNotFiniteError` on every rank at the first non-finite training loss.
 
-    Runs before Lightning's checkpoint callbacks (they always go last), so the checkpoints on disk
-    stay the last good ones. The ranks agree through one all-reduce per step, so none is left waiting.
+    Runs before the callbacks that save checkpoints (the CLI puts it first, Lightning moves its
+    ModelCheckpoints last), so the checkpoints on disk stay the last good ones. The ranks agree
+    through one all-reduce per step, so none is left waiting.
     """
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx):
@@ -21,8 +24,7 @@ class FiniteLoss(Callback):
         if trainer.strategy.reduce_boolean_decision(finite, all=True):
             return
         value = "not finite on another rank" if finite else f"{loss.item()}"
-        saved = [c.last_model_path or c.best_model_path for c in trainer.checkpoint_callbacks]
-        kept = next((p for p in saved if p), None)
+        kept = next((p for p in Path(trainer.default_root_dir).glob("checkpoints/last.ckpt")), None)
         raise LossNotFiniteError(
             f"the training loss is {value} at step {trainer.global_step} (epoch {trainer.current_epoch}); "
             + (f"the last good checkpoint is {kept}" if kept else "no checkpoint was saved before it")

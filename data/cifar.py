@@ -1,15 +1,17 @@
 """CIFAR-10 and CIFAR-100: 32x32 colour images in pickled batches."""
 
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from torch import Tensor
 from torchvision.datasets import CIFAR10, CIFAR100
+from torchvision.datasets.utils import check_integrity
 from torchvision.transforms import v2
 
 from data.batch_transforms import random_crop, random_flip
-from data.torchvision_data import TorchvisionDataModule
+from data.torchvision_data import TorchvisionDataModule, damaged
 
 
 class CIFAR10DataModule(TorchvisionDataModule):
@@ -33,6 +35,24 @@ class CIFAR10DataModule(TorchvisionDataModule):
     @property
     def data_dir(self) -> Path:
         return Path(self.root, self.dataset_class.base_folder)
+
+    def damaged_file(self) -> str | None:
+        cls = self.dataset_class
+        for name, md5 in [*cls.train_list, *cls.test_list, (cls.meta["filename"], cls.meta["md5"])]:
+            path = self.data_dir / name
+            if not path.is_file():
+                continue
+            if md5 is not None:
+                if not check_integrity(str(path), md5):
+                    fix = "; or, if you re-packed the batches yourself, pass --data.verify false"
+                    return damaged(path, f"not the official {self.name} file: its md5 sum differs", fix)
+                continue
+            try:
+                with open(path, "rb") as f:
+                    pickle.load(f, encoding="latin1")
+            except Exception as err:  # whatever unpickling a damaged file raises
+                return damaged(path, f"not a whole pickle: {err}")
+        return None
 
     def augment(self, images: Tensor, generator: torch.Generator) -> Tensor:
         return random_flip(random_crop(images, 4, generator), generator)

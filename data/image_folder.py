@@ -1,13 +1,17 @@
 """Your own images, one folder per class."""
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from PIL import Image, UnidentifiedImageError
 from torch.utils.data import Dataset
 from torchvision.datasets import ImageFolder
+from torchvision.datasets.folder import IMG_EXTENSIONS, default_loader
 from torchvision.transforms import v2
 
-from data.vision import DatasetNotFoundError, VisionDataModule
+from data.vision import DataError, DatasetNotFoundError, Split, VisionDataModule
 
 
 class ImageFolderDataModule(VisionDataModule):
@@ -23,6 +27,8 @@ class ImageFolderDataModule(VisionDataModule):
         num_workers: loader worker processes per device; None picks from the cores per device.
         val_size: training images held out for validation (an int), or a fraction.
         seed: seed of the train/val split.
+        predict_dir: folder of unlabelled images (subfolders allowed) that ``predict`` classifies;
+            None predicts ``ROOT/test``.
     """
 
     def __init__(
@@ -34,13 +40,24 @@ class ImageFolderDataModule(VisionDataModule):
         num_workers: int | None = None,
         val_size: int | float = 0.1,
         seed: int = 42,
+        predict_dir: str | None = None,
     ) -> None:
         super().__init__(root, batch_size, num_workers, val_size, seed)
+        self.predict_dir = predict_dir
         self.image_size = image_size
         self.in_channels = 1 if grayscale else 3
         self.mean = self.std = (0.5,) * self.in_channels
-        self.classes = self._classes(Path(root, "train"))
-        self.num_classes = len(self.classes)
+
+    # Read at first use (the CLI links num_classes to the model), not in __init__: jsonargparse
+    # would bury an error raised there under a page of its own.
+    @functools.cached_property
+    def classes(self) -> list[str]:
+        """The class folders of ``ROOT/train``, sorted: label i is the i-th."""
+        return self._classes(Path(self.root, "train"))
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
 
     @staticmethod
     def _classes(folder: Path) -> list[str]:
@@ -50,6 +67,11 @@ class ImageFolderDataModule(VisionDataModule):
                 f"no class folders in {folder}: put your images in {folder}/<class name>/ "
                 f"(or point --data.root at the folder that holds train/)"
             )
+        if len(classes) == 1:
+            raise DataError(
+                f"only one class folder in {folder} ({classes[0]}): a classifier needs two or more, "
+                f"one folder of images per class"
+            )
         return classes
 
     def load(self, train: bool) -> Dataset:
@@ -58,7 +80,28 @@ class ImageFolderDataModule(VisionDataModule):
             raise DatasetNotFoundError(
                 f"the class folders of {folder} differ from those of {self.root}/train"
             )
-        return ImageFolder(folder)
+        try:
+            return ImageFolder(folder, loader=read_image)
+        except FileNotFoundError as err:  # a class folder without images
+            raise DataError(f"{folder}: {err}; put images in those class folders or delete them") from err
+
+    def setup(self, stage: str) -> None:
+        if stage == "predict" and self.predict_dir is not None:
+            files = ImageFiles(Path(self.predict_dir))
+            self.predict_set = Split(files, range(len(files)), self.eval_transform())
+        else:
+            super().setup(stage)
+
+    @property
+    def class_names(self) -> list[str]:
+        return self.classes
+
+    predict_id_name = "file"
+
+    def predict_id(self, i: int) -> str:
+        """The path of predict image ``i``, relative to ``predict_dir`` (or to ``ROOT/test``)."""
+        path, _ = self.predict_set.dataset.samples[self.predict_set.indices[i]]
+        return Path(path).relative_to(self.predict_dir or Path(self.root, "test")).as_posix()
 
     def eval_transform(self) -> Callable:
         return v2.Compose([self._resize(), super().eval_transform()])
@@ -71,3 +114,35 @@ class ImageFolderDataModule(VisionDataModule):
         if self.in_channels == 1:
             steps.append(v2.Grayscale())
         return v2.Compose(steps)
+
+
+class ImageFiles(Dataset):
+    """Every image file under ``folder``, in path order, as (image, -1): images without labels.
+
+    torchvision's ``ImageFolder`` would demand one subfolder per class and read them as labels.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMG_EXTENSIONS and p.is_file())
+        if not files:
+            raise DatasetNotFoundError(
+                f"no images ({', '.join(IMG_EXTENSIONS)}) in {folder}: pass the folder that holds them "
+                f"as --data.predict_dir"
+            )
+        self.samples = [(str(p), -1) for p in files]
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int) -> tuple[Any, int]:
+        path, label = self.samples[i]
+        return read_image(path), label
+
+
+def read_image(path: str) -> Image.Image:
+    """The image file ``path`` as RGB; a :class:`DataError` naming it if it cannot be decoded."""
+    try:
+        return default_loader(path)
+    except OSError as err:  # PIL's errors for unknown formats and truncated files are OSErrors
+        why = "not an image format PIL reads" if isinstance(err, UnidentifiedImageError) else str(err)
+        raise DataError(f"cannot read the image {path} ({why}): delete or replace it") from err

@@ -1,15 +1,17 @@
 """MNIST and Fashion-MNIST: 28x28 grey images in IDX files, 10 classes."""
 
 import gzip
+import math
 import os
 import shutil
+import struct
 from pathlib import Path
 
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import Dataset
 from torchvision.datasets import MNIST, FashionMNIST
 
-from data.torchvision_data import TorchvisionDataModule
+from data.torchvision_data import TorchvisionDataModule, damaged
 from data.vision import DatasetNotFoundError
 
 
@@ -24,6 +26,14 @@ class MNISTDataModule(TorchvisionDataModule):
     @property
     def data_dir(self) -> Path:
         return Path(self.root, self.dataset_class.__name__, "raw")
+
+    def damaged_file(self) -> str | None:
+        for archive, _ in self.dataset_class.resources:
+            path = self.data_dir / Path(archive).stem
+            why = _idx_problem(path) if path.is_file() else None
+            if why:
+                return damaged(path, why)
+        return None
 
 
 class FashionMNISTDataModule(MNISTDataModule):
@@ -62,3 +72,17 @@ class FashionMNISTDataModule(MNISTDataModule):
                 shutil.copyfileobj(src, dst)
             os.replace(partial, target)
         return True
+
+
+def _idx_problem(path: Path) -> str | None:
+    """Why ``path`` is not a whole IDX file of bytes, MNIST's format; None if it is one."""
+    with open(path, "rb") as f:
+        magic = f.read(4)  # 0, 0, type 8 (unsigned byte), number of dimensions
+        if len(magic) < 4 or magic[:3] != b"\0\0\x08" or not 1 <= magic[3] <= 3:
+            return "not an IDX file of bytes"
+        dims = f.read(4 * magic[3])
+    if len(dims) < 4 * magic[3]:
+        return "cut short in its header"
+    expected = 4 + len(dims) + math.prod(struct.unpack(f">{magic[3]}I", dims))
+    size = path.stat().st_size
+    return None if size == expected else f"{size} bytes where its header announces {expected}"

@@ -59,8 +59,8 @@ class ResidentLoader:
 
     def state_dict(self) -> dict[str, int]:
         """Where this epoch stands; Lightning stores it in checkpoints for a mid-epoch resume."""
-        # Lightning's loop fetches one batch ahead, so the newest batch served is not trained on yet.
-        return {"epoch": self.epoch, "trained": max(0, self.served - 1)}
+        # Lightning fetches no batch ahead from a loader with a length: every batch served is trained on.
+        return {"epoch": self.epoch, "trained": self.served}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Make the next pass over ``state``'s epoch start at its first untrained batch."""

@@ -11,7 +11,7 @@ from torch.utils.data import Dataset
 
 from data.batch_transforms import normalize
 from data.resident import ResidentLoader
-from data.vision import DatasetNotFoundError, Split, VisionDataModule
+from data.vision import DataError, DatasetNotFoundError, Split, VisionDataModule
 
 
 class TorchvisionDataModule(VisionDataModule):
@@ -45,6 +45,7 @@ class TorchvisionDataModule(VisionDataModule):
         super().__init__(root, batch_size, num_workers, val_size, seed)
         self.download = download
         self.loader = loader
+        self.resume_state: dict | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -68,13 +69,40 @@ class TorchvisionDataModule(VisionDataModule):
         def transform(batch: Tensor, generator: torch.Generator) -> Tensor:
             return normalize(self.augment(batch, generator) if train else batch, mean, std)
 
-        return ResidentLoader(
+        loader = ResidentLoader(
             images[indices].contiguous().to(device),
             labels.to(device),
             self.batch_size,
             self.sampler(dataset, train),
             transform,
         )
+        if train:
+            if self.resume_state:
+                loader.load_state_dict(self.resume_state)
+            self.train_loader, self.resume_state = loader, None
+        return loader
+
+    def state_dict(self) -> dict:
+        """The resident train loader's place in its epoch, saved in checkpoints."""
+        loader = getattr(self, "train_loader", None)
+        return {"train_loader": loader.state_dict()} if loader is not None else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume mid-epoch: the next train loader starts at the first batch not trained on."""
+        # Lightning builds the train loader before it restores loop states (to count the steps of
+        # the lr schedule), so it never hands a loader its saved state; the DataModule's comes first.
+        self.resume_state = state.get("train_loader")
+
+    @property
+    def class_names(self) -> list[str]:
+        # The MNIST family's names are known before any file is read; CIFAR's come with its files.
+        names = getattr(self.dataset_class, "classes", None)
+        return [str(n) for n in names] if names else super().class_names
+
+    def predict_dataloader(self) -> Iterable:
+        # Always a DataLoader: only for one does Lightning tell prediction writers which samples
+        # each batch holds (it wraps the batch sampler), and predictions.csv needs them.
+        return super().dataloader(self.predict_set)
 
     def prepare_data(self) -> None:
         for train in (True, False):
@@ -86,14 +114,38 @@ class TorchvisionDataModule(VisionDataModule):
     def open(self, train: bool, download: bool) -> Dataset:
         """Read the split, downloading it first if asked; one clear error if impossible."""
         try:
-            return self.dataset_class(self.root, train=train, download=download)
-        except (RuntimeError, URLError, OSError) as err:
-            why = f"the download failed ({_last_line(err)})" if download else "download is off"
-            raise DatasetNotFoundError(
-                f"{self.name} not found in {self.data_dir} and {why}. Fix: run once with "
-                f"--data.download true on a machine with network, or copy the {self.name} files "
-                f"into {self.data_dir} (or point --data.root at a folder that has them)."
-            ) from err
+            return self.dataset_class(self.root, train=train, download=False)
+        except Exception as err:
+            # Checked before any download: torchvision would write over a file it finds damaged.
+            damage = self.damaged_file()
+            if damage is not None:
+                raise DataError(damage) from err
+            if not isinstance(err, RuntimeError | OSError):
+                raise  # neither missing nor damaged files: a bug, with its traceback
+            missing = err
+        why = "download is off"
+        if download:
+            try:
+                return self.dataset_class(self.root, train=train, download=True)
+            except (RuntimeError, URLError, OSError) as err:
+                why, missing = f"the download failed ({_last_line(err)})", err
+        raise DatasetNotFoundError(
+            f"{self.name} not found in {self.data_dir} and {why}. Fix: run once with "
+            f"--data.download true on a machine with network, or copy the {self.name} files "
+            f"into {self.data_dir} (or point --data.root at a folder that has them)."
+        ) from missing
+
+    def damaged_file(self) -> str | None:
+        """What is wrong with the first damaged file in :attr:`data_dir`, and its fix; None if none is."""
+        return None
+
+
+def damaged(path: Path, why: str, fix: str = "") -> str:
+    """The message for a damaged data file: what is wrong, and how to get an intact one."""
+    return (
+        f"{path} is damaged ({why}): delete it and run again to download it anew "
+        f"(--data.download true), or copy an intact one there{fix}"
+    )
 
 
 def _last_line(err: BaseException) -> str:

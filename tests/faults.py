@@ -1,0 +1,56 @@
+"""Test-only callbacks that make one rank fail mid-training, to prove that the whole job then ends.
+
+Each writes ``FOLDER/fault-rank{R}`` holding the wall-clock time of the fault just before it strikes,
+so a test can time the job's end from the fault rather than from its start.
+"""
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from lightning import Callback, LightningModule, Trainer
+
+
+class Fault(Callback):
+    """On rank ``rank``, at training step ``step``, does :meth:`strike`.
+
+    Args:
+        folder: where the ``fault-rank{R}`` time stamp goes.
+        rank: the global rank that fails.
+        step: the global step at whose start it fails.
+    """
+
+    def __init__(self, folder: str, rank: int = 1, step: int = 2) -> None:
+        self.folder, self.rank, self.step = Path(folder), rank, step
+
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx) -> None:
+        if trainer.global_rank == self.rank and trainer.global_step == self.step:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            (self.folder / f"fault-rank{self.rank}").write_text(repr(time.time()))
+            self.strike()
+
+    def strike(self) -> None:
+        raise NotImplementedError
+
+
+class FaultRaise(Fault):
+    """The rank raises an exception, as a bug in a training step would."""
+
+    def strike(self) -> None:
+        raise RuntimeError(f"fault injected on rank {self.rank} at step {self.step}")
+
+
+class FaultKill(Fault):
+    """The rank dies at once, as under the kernel's out-of-memory killer."""
+
+    def strike(self) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class FaultHang(Fault):
+    """The rank stops answering and never returns, as on a deadlock or a stuck device."""
+
+    def strike(self) -> None:
+        while True:
+            time.sleep(3600)

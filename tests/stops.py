@@ -1,0 +1,51 @@
+"""Test-only callbacks that stop or spoil a run at a chosen step, added from the command line."""
+
+import math
+import os
+import signal
+import time
+from pathlib import Path
+
+import torch
+from lightning import Callback, LightningModule, Trainer
+
+
+class SigtermAt(Callback):
+    """Sends this process SIGTERM once ``step`` optimizer steps are done, as a scheduler would."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *_) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+class NanAt(Callback):
+    """Makes one weight NaN just before the training step that starts after ``step`` steps."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, *_) -> None:
+        if trainer.global_step == self.step:
+            with torch.no_grad():
+                next(pl_module.parameters()).view(-1)[0] = math.nan
+
+
+class SlowSteps(Callback):
+    """Sleeps after every step, so that a test has time to kill training at a random moment.
+
+    Args:
+        seconds: the sleep.
+        started: a file made when training starts (after start-up and any restore).
+    """
+
+    def __init__(self, seconds: float, started: str) -> None:
+        self.seconds, self.started = seconds, Path(started)
+
+    def on_train_start(self, *_) -> None:
+        self.started.touch()
+
+    def on_train_batch_end(self, *_) -> None:
+        time.sleep(self.seconds)
