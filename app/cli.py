@@ -153,9 +153,10 @@ class CLI(LightningCLI):
         dp = isinstance(trainer.strategy, DataParallelStrategy)
         world = 1 if dp else trainer.num_devices * trainer.num_nodes
         device = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()
+        batch = getattr(self.datamodule, "batch_size", None)  # a DataModule of the user's may not say
         rank_zero_info(
             f"fit: {type(trainer.strategy).__name__}, world size {world} ({trainer.num_nodes} node(s) x "
-            f"{trainer.num_devices} {device}), global batch {self.datamodule.batch_size * world}, "
+            f"{trainer.num_devices} {device}), global batch {batch * world if batch else '?'}, "
             f"lr {model.scaled_lr(world):g}; run folder {self.run}"
         )
 

@@ -63,17 +63,19 @@ def configure(logger_config: object, run: Path, name: str, rank_zero: bool) -> N
             args.name = args.get("name") or f"{name}/{run.name}"
             args.id = args.get("id") or wandb_id(run, create=rank_zero)
             reason = None if args.get("offline") else wandb_offline_reason()
+            dropped = ""
             if reason:
+                # Lightning refuses log_model offline; the checkpoints stay in the run folder.
+                dropped = "; log_model is off" if args.get("log_model") else ""
                 args.offline, args.log_model = True, False
             if rank_zero and (args.get("offline") or os.environ.get("WANDB_MODE") in ("offline", "dryrun")):
                 why = f" ({reason})" if reason else ""
                 rank_zero_info(
                     f"W&B offline{why}: the run is kept in {run}/wandb; "
-                    f"upload it later with: wandb sync {run}/wandb/offline-run-*"
+                    f"upload it later with: wandb sync {run}/wandb/offline-run-*{dropped}"
                 )
         elif kind in ("CSVLogger", "AppendingCSVLogger", "TensorBoardLogger"):
             if kind == "CSVLogger":
                 logger.class_path = "app.csv_logger.AppendingCSVLogger"
+            # Their log_dir is then the run folder itself, where config.yaml goes too.
             args.save_dir, args.name, args.version = str(run), "", ""
-            if kind == "TensorBoardLogger":
-                args.sub_dir = args.get("sub_dir") or "tensorboard"

@@ -1,6 +1,5 @@
 """app.pictures.Pictures in real training runs: PNG files, logger images, confusion matrix counts."""
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -91,10 +90,6 @@ def test_no_samples_and_no_plots_outside_fit(mnist_root, tmp_path):
     assert not (tmp_path / "plots" / "curves.png").exists()
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("tensorboard") is None,
-    reason="tensorboard is not installed (pip install tensorboard)",
-)
 def test_tensorboard_run_gets_the_figures(mnist_root, tmp_path):
     from lightning.pytorch.loggers import TensorBoardLogger
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
