@@ -11,6 +11,8 @@ from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
+from app.errors import UsageError
+
 SUFFIXES = {"onnx": ".onnx", "torchscript": ".pt"}
 
 
@@ -47,7 +49,7 @@ class ExportTrainer(lightning.Trainer):
         if format == "onnx":
             missing = [m for m in ("onnx", "onnxscript") if importlib.util.find_spec(m) is None]
             if missing:
-                raise ModuleNotFoundError(
+                raise UsageError(
                     f"export --format onnx needs {' and '.join(missing)}: pip install '.[export]'"
                 )
         path = Path(output) if output else default_output(ckpt_path, self.default_root_dir, format)
@@ -108,5 +110,5 @@ def input_sample(datamodule: LightningDataModule | None) -> Tensor:
     channels = getattr(datamodule, "in_channels", None)
     size = getattr(datamodule, "image_size", None)
     if channels is None or size is None:
-        raise ValueError("export needs a DataModule with in_channels and image_size to shape its input")
+        raise UsageError("export needs a DataModule with in_channels and image_size to shape its input")
     return torch.randn(2, channels, size, size)
