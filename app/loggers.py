@@ -62,7 +62,8 @@ def configure(logger_config: object, run: Path, name: str, rank_zero: bool) -> N
             args.save_dir = str(run)
             args.name = args.get("name") or f"{name}/{run.name}"
             args.id = args.get("id") or wandb_id(run, create=rank_zero)
-            reason = None if args.get("offline") else wandb_offline_reason()
+            # Only rank 0 starts the W&B run: the other ranks need not probe the service.
+            reason = None if args.get("offline") or not rank_zero else wandb_offline_reason()
             dropped = ""
             if reason:
                 # Lightning refuses log_model offline; the checkpoints stay in the run folder.

@@ -5,6 +5,7 @@ A run folder holds ``config.yaml``, ``checkpoints/``, ``metrics.csv``, ``wandb/`
 atomic ``mkdir``, so two jobs started together never share a folder.
 """
 
+import functools
 import itertools
 import logging
 import os
@@ -54,6 +55,17 @@ def claim_new(parent: Path, create: bool) -> Path:
 
 def intact(path: Path) -> bool:
     """Whether ``path`` is a whole checkpoint: torch's zip format, every member's CRC correct."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return False
+    return _intact(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.cache
+def _intact(path: str, size: int, mtime_ns: int) -> bool:
+    # Keyed by size and mtime too: the CLI checks --ckpt_path at parse time and again when it settles
+    # the run, and reading a large checkpoint through once is enough.
     try:
         with zipfile.ZipFile(path) as archive:
             return archive.testzip() is None
