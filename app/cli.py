@@ -108,6 +108,13 @@ class CLI(LightningCLI):
         config = self.config[self.subcommand]
         self.run = run_folder.settle(config)
 
+    def instantiate_classes(self) -> None:
+        try:
+            super().instantiate_classes()
+        except ValueError as err:
+            # An argument a class rejects (ResNet depth 10): the user's to fix, not a bug.
+            raise UsageError(" ".join(str(err).split())) from err
+
     def instantiate_trainer(self, **kwargs) -> Trainer:
         config = {**self._get(self.config_init, "trainer"), **kwargs}
         options = self.config_init[self.subcommand]

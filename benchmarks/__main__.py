@@ -4,6 +4,9 @@ Each run is a child process on the same data (Fashion-MNIST, the template's trai
 model (MnistCNN) and recipe (SGD 0.01, batch 128, cosine); a Markdown table goes to stdout.
 Throughput counts training steps only (validation excluded) and leaves out the first epoch
 (warm-up) when there are several.
+
+``python -m benchmarks --recipe CONFIG`` times a preset instead: ``python -m app fit --config
+CONFIG`` run ``--repeats`` times, each run's training time and test accuracy.
 """
 
 import argparse
@@ -22,6 +25,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def timed(folder: Path, name: str) -> str:
+    """The flag that adds the benchmark's timer to a template run, writing ``folder/name.json``."""
+    path = str(folder / f"{name}.json")
+    timer = {"class_path": "benchmarks.epoch_timer.EpochTimer", "init_args": {"path": path}}
+    return f"--trainer.callbacks+={json.dumps(timer)}"
+
+
 def runs(args: argparse.Namespace, folder: Path) -> dict[str, list[str]]:
     template = [
         "-m",
@@ -31,24 +41,18 @@ def runs(args: argparse.Namespace, folder: Path) -> dict[str, list[str]]:
         f"--data.root={args.root}",
     ]
     template += [f"--trainer.max_epochs={args.epochs}", f"--trainer.accelerator={args.device}"]
-    timer = {"class_path": "benchmarks.epoch_timer.EpochTimer", "init_args": {"path": ""}}
     device = "cuda" if args.device == "gpu" else "cpu"
     common = [f"--root={args.root}", f"--epochs={args.epochs}", f"--device={device}"]
-
-    def timed(name: str) -> str:
-        timer["init_args"]["path"] = str(folder / f"{name}.json")
-        return f"--trainer.callbacks+={json.dumps(timer)}"
-
     return {
-        "a: template (resident loader)": [*template, "--data.loader=resident", timed("a")],
-        "b: template, --data.loader torch": [*template, "--data.loader=torch", timed("b")],
+        "a: template (resident loader)": [*template, "--data.loader=resident", timed(folder, "a")],
+        "b: template, --data.loader torch": [*template, "--data.loader=torch", timed(folder, "b")],
         "c: plain loop over tensors (limit)": ["-m", "benchmarks.plain_loop", *common],
         "d: seed-style loop (DataLoader, DDP)": ["-m", "benchmarks.seed_loop", *common],
     }
 
 
 def measure(name: str, command: list[str], folder: Path) -> dict:
-    """Run one child; its figures, with its peak resident memory from the kernel."""
+    """Run one child; its figures, with its peak resident memory (MB) from the kernel."""
     log = folder / f"{name[0]}.log"
     with open(log, "w") as out:
         child = subprocess.Popen([sys.executable, *command], cwd=folder, stdout=out, stderr=subprocess.STDOUT)
@@ -57,16 +61,54 @@ def measure(name: str, command: list[str], folder: Path) -> dict:
         sys.exit(f"error: run {name!r} failed; its output is in {log}")
     result_file = folder / f"{name[0]}.json"
     text = result_file.read_text() if result_file.exists() else log.read_text().strip().splitlines()[-1]
-    result = json.loads(text)
+    return {**json.loads(text), "peak_rss_mb": usage.ru_maxrss / 1024}
+
+
+def throughput(result: dict) -> dict:
+    """img/s and s/epoch of a run's training steps, its first epoch left out when there are more."""
     seconds, samples = result["train_seconds"], result["train_samples"]
     if len(seconds) > 1:
         seconds, samples = seconds[1:], samples[1:]
-    return {
-        "img_per_s": sum(samples) / sum(seconds),
-        "s_per_epoch": statistics.mean(seconds),
-        "test_acc": result["test_acc"],
-        "peak_rss_mb": usage.ru_maxrss / 1024,
-    }
+    return {**result, "img_per_s": sum(samples) / sum(seconds), "s_per_epoch": statistics.mean(seconds)}
+
+
+def loaders(args: argparse.Namespace, folder: Path) -> None:
+    """The a/b/c/d table and its ratios."""
+    print(f"{args.epochs} epochs\n")
+    commands = runs(args, folder)
+    results = {name: throughput(measure(name, command, folder)) for name, command in commands.items()}
+    a, b, c, d = results.values()
+    print("| run | img/s | s/epoch | test acc | peak RSS MB |\n|---|---|---|---|---|")
+    for name, r in results.items():
+        figures = (
+            f"{r['img_per_s']:.0f} | {r['s_per_epoch']:.1f} | {r['test_acc']:.4f} | {r['peak_rss_mb']:.0f}"
+        )
+        print(f"| {name} | {figures} |")
+    print(
+        f"\na/c = {a['img_per_s'] / c['img_per_s']:.2f}, a/d = {a['img_per_s'] / d['img_per_s']:.2f}, "
+        f"a/b = {a['img_per_s'] / b['img_per_s']:.2f}"
+    )
+    print(f"`python -m app --help` start-up: {startup_seconds():.2f} s (median of 5)")
+
+
+def recipe(args: argparse.Namespace, folder: Path) -> None:
+    """Time to accuracy of a preset, run as users run it (default logger included)."""
+    print(f"`python -m app fit --config {args.recipe}`, {args.repeats} runs\n")
+    print("| run | training s (steps) | fit s (with validation) | test acc | peak RSS MB |")
+    print("|---|---|---|---|---|")
+    accuracies, fit_seconds = [], []
+    for run in range(1, args.repeats + 1):
+        command = ["-m", "app", "fit", f"--config={Path(args.recipe).resolve()}", f"--data.root={args.root}"]
+        command += [f"--trainer.accelerator={args.device}", timed(folder, str(run))]
+        r = measure(str(run), command, folder)
+        accuracies.append(r["test_acc"])
+        fit_seconds.append(r["fit_seconds"])
+        figures = f"{sum(r['train_seconds']):.1f} | {r['fit_seconds']:.1f} | {r['test_acc']:.4f}"
+        print(f"| {run} | {figures} | {r['peak_rss_mb']:.0f} |")
+    print(
+        f"\nmedian: fit {statistics.median(fit_seconds):.1f} s (range {min(fit_seconds):.1f} to "
+        f"{max(fit_seconds):.1f}), test acc {statistics.median(accuracies):.4f}"
+    )
 
 
 def startup_seconds(repeats: int = 5) -> float:
@@ -91,25 +133,14 @@ def main() -> None:
     parser.add_argument("--root", default=str(ROOT / "datasets"), help="data folder (Fashion-MNIST)")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--device", default="gpu" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--recipe", metavar="CONFIG", help="time a preset's runs instead")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of --recipe")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-        results = {name: measure(name, command, folder) for name, command in runs(args, folder).items()}
-    a, b, c, d = results.values()
     machine = torch.cuda.get_device_name() if args.device == "gpu" else cpu_name()
-    print(f"Machine: {machine}, {os.cpu_count()} cores; torch {torch.__version__}; {args.epochs} epochs\n")
-    print("| run | img/s | s/epoch | test acc | peak RSS MB |\n|---|---|---|---|---|")
-    for name, r in results.items():
-        figures = (
-            f"{r['img_per_s']:.0f} | {r['s_per_epoch']:.1f} | {r['test_acc']:.4f} | {r['peak_rss_mb']:.0f}"
-        )
-        print(f"| {name} | {figures} |")
-    print(
-        f"\na/c = {a['img_per_s'] / c['img_per_s']:.2f}, a/d = {a['img_per_s'] / d['img_per_s']:.2f}, "
-        f"a/b = {a['img_per_s'] / b['img_per_s']:.2f}"
-    )
-    print(f"`python -m app --help` start-up: {startup_seconds():.2f} s (median of 5)")
+    print(f"Machine: {machine}, {os.cpu_count()} cores; torch {torch.__version__}\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+        (recipe if args.recipe else loaders)(args, Path(tmp))
 
 
 if __name__ == "__main__":

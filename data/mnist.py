@@ -5,12 +5,17 @@ import math
 import os
 import shutil
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
+import torch
 from lightning.pytorch.utilities import rank_zero_info
+from torch import Tensor
 from torch.utils.data import Dataset
 from torchvision.datasets import MNIST, FashionMNIST
+from torchvision.transforms import v2
 
+from data.batch_transforms import random_flip
 from data.torchvision_data import TorchvisionDataModule, damaged
 from data.vision import DatasetNotFoundError
 
@@ -41,12 +46,29 @@ class FashionMNISTDataModule(MNISTDataModule):
 
     Offline, it falls back to the copy that Debian's ``dataset-fashion-mnist`` package
     installs in ``/usr/share/datasets/fashion-mnist`` (``apt install dataset-fashion-mnist``).
+
+    Args:
+        flip: mirror training images left-right at random (clothes look alike both ways; digits
+            do not, so MNIST has no such option).
+        **kwargs: see :class:`TorchvisionDataModule`.
     """
 
     dataset_class = FashionMNIST
     name = "Fashion-MNIST"
     mean, std = (0.2860,), (0.3530,)
     system_copy = Path("/usr/share/datasets/fashion-mnist")
+
+    def __init__(self, *args, flip: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.flip = flip
+
+    def augment(self, images: Tensor, generator: torch.Generator) -> Tensor:
+        return random_flip(images, generator) if self.flip else images
+
+    def train_transform(self) -> Callable:
+        if not self.flip:
+            return self.eval_transform()
+        return v2.Compose([v2.RandomHorizontalFlip(), self.eval_transform()])
 
     def open(self, train: bool, download: bool) -> Dataset:
         try:

@@ -6,7 +6,7 @@ import torch
 from lightning import LightningModule
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
-from torch.optim.lr_scheduler import CosineAnnealingLR
+from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, LRScheduler, SequentialLR
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
@@ -18,15 +18,18 @@ class ImageClassifier(LightningModule):
 
     Defaults are the seed MNIST recipe: SGD with momentum 0.9, weight decay 5e-3,
     lr 0.01 decayed along a cosine to ``final_lr_ratio`` x lr over the whole run, and lr
-    multiplied by the number of processes (the global batch grows with them).
+    multiplied by the number of processes (the global batch grows with them). An optional
+    linear warmup comes before the cosine.
 
     Args:
         net: the network; its sizes come from the DataModule.
         num_classes: number of classes (filled in from the DataModule).
         lr: learning rate for one process; see ``lr_scaling``.
         momentum: SGD momentum.
+        nesterov: use Nesterov momentum.
         weight_decay: L2 penalty.
         final_lr_ratio: lr at the last step, as a fraction of ``lr``.
+        warmup_ratio: fraction of the steps over which lr rises linearly to its peak.
         lr_scaling: how lr grows with the world size W (devices x nodes): ``linear``
             (lr x W), ``sqrt`` (lr x sqrt(W)) or ``none``.
         label_smoothing: cross-entropy label smoothing for training.
@@ -41,14 +44,18 @@ class ImageClassifier(LightningModule):
         num_classes: int = 10,
         lr: float = 0.01,
         momentum: float = 0.9,
+        nesterov: bool = False,
         weight_decay: float = 5e-3,
         final_lr_ratio: float = 0.1,
+        warmup_ratio: float = 0.0,
         lr_scaling: Literal["none", "linear", "sqrt"] = "linear",
         label_smoothing: float = 0.0,
         channels_last: bool = False,
         compile: bool = False,
     ) -> None:
         super().__init__()
+        if not 0 <= warmup_ratio < 1:
+            raise ValueError(f"model.warmup_ratio must be in [0, 1), got {warmup_ratio}")
         # The CLI logs the whole run config; logger=False keeps these from being logged twice.
         self.save_hyperparameters(ignore=["net"], logger=False)
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
@@ -104,8 +111,18 @@ class ImageClassifier(LightningModule):
         lr = self.scaled_lr(world)
         rank_zero_info(f"lr {lr:g} = {hp.lr:g} with {hp.lr_scaling} scaling to world size {world}")
         optimizer = torch.optim.SGD(
-            self.parameters(), lr=lr, momentum=hp.momentum, weight_decay=hp.weight_decay
+            self.parameters(),
+            lr=lr,
+            momentum=hp.momentum,
+            nesterov=hp.nesterov,
+            weight_decay=hp.weight_decay,
         )
         steps = max(1, int(self.trainer.estimated_stepping_batches))
-        schedule = CosineAnnealingLR(optimizer, T_max=steps, eta_min=lr * hp.final_lr_ratio)
+        warmup = min(int(hp.warmup_ratio * steps), steps - 1)
+        schedule: LRScheduler = CosineAnnealingLR(
+            optimizer, T_max=steps - warmup, eta_min=lr * hp.final_lr_ratio
+        )
+        if warmup:
+            rise = LinearLR(optimizer, start_factor=1 / (warmup + 1), total_iters=warmup)
+            schedule = SequentialLR(optimizer, [rise, schedule], milestones=[warmup])
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

@@ -121,3 +121,20 @@ def test_a_bad_flag_or_config_is_one_line(args, config, expected, tmp_path):
     assert error_line(result).startswith(expected)
     if config is not None or args[0].startswith(("--model", "--data")):
         assert result.stderr.strip() == error_line(result)  # jsonargparse's usage is not printed
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--model.warmup_ratio=1.5"], "error: model.warmup_ratio must be in [0, 1), got 1.5"),
+        (
+            ["--model.net=ResNet", "--model.net.depth=10"],
+            "error: ResNet depth must be 6n + 2 with n >= 1 (8, 14, 20, ...), got 10",
+        ),
+    ],
+    ids=["warmup", "depth"],
+)
+def test_a_value_a_class_rejects_is_one_line(args, expected, tmp_path):
+    result = run_app("fit", *args, shrink=False, cwd=tmp_path)
+    assert result.returncode == 1
+    assert error_line(result) == expected

@@ -42,6 +42,7 @@ def test_fit_saves_checkpoints_that_test_validate_and_predict_reload(mnist_root,
             "image_folder_root",
         ),
         (("configs/fashion_mnist.yaml",), ["--model.net=CifarCNN"], "fashion_mnist_root"),
+        (("configs/fashion_mnist_93.yaml",), [], "fashion_mnist_root"),
     ],
 )
 def test_any_net_trains_on_any_dataset(configs, args, root, request, tmp_path):

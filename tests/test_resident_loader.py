@@ -5,7 +5,7 @@ import torch
 from conftest import check, load_probe, logged, max_difference, probe, run_app, run_folder
 from torch.utils.data import DistributedSampler
 
-from data import CIFAR10DataModule, MNISTDataModule
+from data import CIFAR10DataModule, FashionMNISTDataModule, MNISTDataModule
 from data.batch_transforms import random_crop, random_flip
 from data.resident import ResidentLoader
 
@@ -82,6 +82,26 @@ def test_both_loaders_see_the_same_samples_in_the_same_order(module, root, reque
     val = [list(dm.val_dataloader()) for dm in (resident, classic)]
     for (xa, ya), (xb, yb) in zip(*val, strict=True):
         assert torch.equal(ya, yb) and torch.allclose(xa, xb, atol=1e-5)  # same normalization
+
+
+@pytest.mark.parametrize("loader", ["resident", "torch"])
+def test_fashion_mnist_flip_mirrors_about_half_the_training_images(loader, fashion_mnist_root):
+    kwargs = {"root": str(fashion_mnist_root), "download": False, "num_workers": 0, "val_size": 0.2}
+    kwargs["loader"] = loader
+    plain, flipped = FashionMNISTDataModule(**kwargs), FashionMNISTDataModule(**kwargs, flip=True)
+    for dm in (plain, flipped):
+        dm.setup("fit")
+    mirrored = asymmetric = 0
+    for (xa, ya), (xb, yb) in zip(plain.train_dataloader(), flipped.train_dataloader(), strict=True):
+        assert torch.equal(ya, yb)
+        same = torch.isclose(xb, xa, atol=1e-6).flatten(1).all(1)
+        mirror = torch.isclose(xb, xa.flip(-1), atol=1e-6).flatten(1).all(1)
+        assert (same | mirror).all()
+        asymmetric += int((~same | ~mirror).sum())
+        mirrored += int((mirror & ~same).sum())
+    assert 0.35 < mirrored / asymmetric < 0.65
+    val = zip(plain.val_dataloader(), flipped.val_dataloader(), strict=True)
+    assert all(torch.equal(xa, xb) for (xa, _), (xb, _) in val)  # validation is never flipped
 
 
 def test_both_loaders_train_to_the_same_weights_and_accuracy(mnist_root, tmp_path):

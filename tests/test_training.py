@@ -1,25 +1,25 @@
 """ImageClassifier in a real Trainer: the recipe's optimizer and its lr schedule."""
 
+import math
+
 import pytest
 import torch
-from lightning import Trainer
+from lightning import Callback, Trainer
 
 from data import MNISTDataModule
 from models import ImageClassifier, MnistCNN
 
 
+def quiet_trainer(tmp_path, **options) -> Trainer:
+    """A real Trainer without logger, checkpoints or console output."""
+    quiet = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False}
+    return Trainer(**quiet, enable_model_summary=False, default_root_dir=tmp_path, **options)
+
+
 def test_sgd_recipe_and_cosine_decay_over_the_whole_run(mnist_root, tmp_path):
     model = ImageClassifier(MnistCNN(), lr=0.1, final_lr_ratio=0.1)
     dm = MNISTDataModule(root=str(mnist_root), download=False, batch_size=64, num_workers=0, val_size=128)
-    trainer = Trainer(
-        max_epochs=2,
-        limit_train_batches=3,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-    )
+    trainer = quiet_trainer(tmp_path, max_epochs=2, limit_train_batches=3)
     trainer.fit(model, dm)
     optimizer = trainer.optimizers[0]
     assert type(optimizer).__name__ == "SGD"
@@ -29,6 +29,31 @@ def test_sgd_recipe_and_cosine_decay_over_the_whole_run(mnist_root, tmp_path):
     assert trainer.global_step == 6
     assert optimizer.param_groups[0]["lr"] == pytest.approx(0.01)
     assert {"train/loss", "val/loss", "val/acc"} <= trainer.callback_metrics.keys()
+
+
+class LearningRates(Callback):
+    """Records the lr each training step ran with."""
+
+    def __init__(self) -> None:
+        self.seen: list[float] = []
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.seen.append(trainer.optimizers[0].param_groups[0]["lr"])
+
+
+def test_linear_warmup_then_cosine_to_the_final_lr(mnist_root, tmp_path):
+    model = ImageClassifier(MnistCNN(), lr=0.1, nesterov=True, warmup_ratio=0.25, final_lr_ratio=0.0)
+    dm = MNISTDataModule(root=str(mnist_root), download=False, batch_size=64, num_workers=0, val_size=128)
+    rates = LearningRates()
+    trainer = quiet_trainer(
+        tmp_path, max_epochs=4, limit_train_batches=3, limit_val_batches=0, callbacks=[rates]
+    )
+    trainer.fit(model, dm)
+    assert trainer.optimizers[0].defaults["nesterov"] is True
+    # 12 steps: 3 of warmup on a line up to 0.1, then 9 along a cosine from 0.1 towards 0.
+    assert rates.seen[:4] == pytest.approx([0.025, 0.05, 0.075, 0.1])
+    assert all(a > b for a, b in zip(rates.seen[3:], rates.seen[4:], strict=False))
+    assert rates.seen[-1] == pytest.approx(0.05 * (1 + math.cos(math.pi * 8 / 9)))
 
 
 def test_channels_last_changes_memory_order_not_results():
