@@ -37,6 +37,8 @@ format: setup
 	$(PYTHON) -m ruff check --fix .
 	$(PYTHON) -m ruff format .
 
-# The template against a plain loop and the seed scripts' loop (benchmarks/README.md).
+# The template against a plain loop and the seed scripts' loop, then the fast preset's time to
+# accuracy (benchmarks/README.md).
 bench: setup fashion-mnist
 	$(PYTHON) -m benchmarks
+	$(PYTHON) -m benchmarks --recipe configs/fashion_mnist_fast.yaml

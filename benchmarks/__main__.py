@@ -72,11 +72,21 @@ def throughput(result: dict) -> dict:
     return {**result, "img_per_s": sum(samples) / sum(seconds), "s_per_epoch": statistics.mean(seconds)}
 
 
+def median_run(results: list[dict]) -> dict:
+    """The run with the median img/s (the lower middle one for an even count)."""
+    ranked = sorted(results, key=lambda r: r["img_per_s"])
+    return ranked[(len(ranked) - 1) // 2]
+
+
 def loaders(args: argparse.Namespace, folder: Path) -> None:
-    """The a/b/c/d table and its ratios."""
-    print(f"{args.epochs} epochs\n")
+    """The a/b/c/d table and its ratios; each run's median over ``--repeats`` interleaved rounds."""
+    print(f"{args.epochs} epochs; median of {args.repeats} interleaved round(s)\n")
     commands = runs(args, folder)
-    results = {name: throughput(measure(name, command, folder)) for name, command in commands.items()}
+    rounds = [
+        {name: throughput(measure(name, command, folder)) for name, command in commands.items()}
+        for _ in range(args.repeats)
+    ]
+    results = {name: median_run([r[name] for r in rounds]) for name in commands}
     a, b, c, d = results.values()
     print("| run | img/s | s/epoch | test acc | peak RSS MB |\n|---|---|---|---|---|")
     for name, r in results.items():
@@ -134,7 +144,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--device", default="gpu" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--recipe", metavar="CONFIG", help="time a preset's runs instead")
-    parser.add_argument("--repeats", type=int, default=3, help="runs of --recipe")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of runs (medians are shown)")
     args = parser.parse_args()
     machine = torch.cuda.get_device_name() if args.device == "gpu" else cpu_name()
     print(f"Machine: {machine}, {os.cpu_count()} cores; torch {torch.__version__}\n")
