@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from jsonargparse import ActionConfigFile
 from lightning import Trainer
-from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar, RichModelSummary, RichProgressBar
+from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar, RichModelSummary
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.core.datamodule import LightningDataModule
 from lightning.pytorch.strategies import StrategyRegistry
@@ -26,6 +26,7 @@ from app.last_checkpoint import LastCheckpoint
 from app.parser import Parser
 from app.pictures import Pictures
 from app.predictions import PredictionsWriter
+from app.progress_bar import ThrottledRichProgressBar
 from app.rng_states import RNGStates
 from app.run_config import RunConfig
 from app.stop_ranks import StopRanksOnError
@@ -129,7 +130,7 @@ class CLI(LightningCLI):
             isinstance(c, ProgressBar) for c in callbacks
         ):
             # Lightning's default bar redraws at every step: 12 ms, a quarter of a MnistCNN step on 2 cores.
-            callbacks += [RichProgressBar(refresh_rate=PROGRESS_EVERY_N_STEPS), RichModelSummary()]
+            callbacks += [ThrottledRichProgressBar(refresh_rate=PROGRESS_EVERY_N_STEPS), RichModelSummary()]
         if options.plots and not any(isinstance(c, Pictures) for c in callbacks):
             callbacks.append(Pictures())
         # In this order: a NaN step is caught before anything saves it.

@@ -1,9 +1,12 @@
-"""Stop at the first step whose training loss is NaN or infinite, before it is checkpointed."""
+"""Stop training after a NaN or infinite loss, before any checkpoint holds the spoiled weights."""
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from lightning import Callback, LightningModule, Trainer
+
+NONE = 2**62  # the step recorded while every loss has been finite
 
 
 class LossNotFiniteError(Exception):
@@ -11,22 +14,52 @@ class LossNotFiniteError(Exception):
 
 
 class FiniteLoss(Callback):
-    """Raises :class:`LossNotFiniteError` on every rank at the first non-finite training loss.
+    """Raises :class:`LossNotFiniteError` on every rank once a training loss was not finite.
 
-    Runs before the callbacks that save checkpoints (the CLI puts it first, Lightning moves its
-    ModelCheckpoints last), so the checkpoints on disk stay the last good ones. The ranks agree
-    through one all-reduce per step, so none is left waiting.
+    The first bad step and its loss are recorded on the device at every step, without waiting for
+    it; they are read (one all-reduce) every ``log_every_n_steps`` steps, at each epoch end, and
+    before any checkpoint is written. Reading at every step would stall the CPU on each GPU step.
+    The CLI puts this callback before those that save, so the checkpoints on disk stay good ones.
     """
+
+    def __init__(self) -> None:
+        self.first_bad: torch.Tensor | None = None  # the step after which the loss was bad, or NONE
+        self.bad_loss: torch.Tensor | None = None
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx):
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-        finite = loss is None or bool(torch.isfinite(loss.detach()).all())
-        if trainer.strategy.reduce_boolean_decision(finite, all=True):
+        if loss is not None:
+            self._record(loss.detach(), trainer.global_step)
+        every = trainer.log_every_n_steps
+        if every and trainer.global_step % every == 0:
+            self.check(trainer)
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.check(trainer)
+
+    def on_save_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]):
+        self.check(trainer)
+
+    def _record(self, loss: torch.Tensor, step: int) -> None:
+        if self.first_bad is None or self.first_bad.device != loss.device:
+            self.first_bad = torch.tensor(NONE, device=loss.device)
+            self.bad_loss = torch.zeros((), device=loss.device)
+        first = (self.first_bad == NONE) & ~torch.isfinite(loss).all()
+        self.first_bad = torch.where(first, step, self.first_bad)
+        self.bad_loss = torch.where(first, loss.float().sum(), self.bad_loss)
+
+    def check(self, trainer: Trainer) -> None:
+        """Raise on every rank if any rank saw a bad loss since the start (a collective call)."""
+        if self.first_bad is None:
             return
-        value = "not finite on another rank" if finite else f"{loss.item()}"
-        kept = next((p for p in Path(trainer.default_root_dir).glob("checkpoints/last.ckpt")), None)
+        mine = int(self.first_bad)
+        first = int(trainer.strategy.reduce(self.first_bad.clone(), reduce_op="min"))
+        if first == NONE:
+            return
+        value = f"{self.bad_loss.item()}" if mine == first else "not finite on another rank"
+        kept = next(Path(trainer.default_root_dir).glob("checkpoints/last.ckpt"), None)
         raise LossNotFiniteError(
-            f"the training loss is {value} at step {trainer.global_step} (epoch {trainer.current_epoch}); "
+            f"the training loss is {value} at step {first}; "
             + (f"the last good checkpoint is {kept}" if kept else "no checkpoint was saved before it")
             + "; lower --model.lr (or check the data) and resume with --ckpt_path last"
         )

@@ -22,13 +22,18 @@ class SigtermAt(Callback):
 
 
 class NanAt(Callback):
-    """Makes one weight NaN just before the training step that starts after ``step`` steps."""
+    """Makes one weight NaN just before the training step that starts after ``step`` steps.
 
-    def __init__(self, step: int) -> None:
-        self.step = step
+    Args:
+        step: the steps done before.
+        rank: the only rank whose weight is spoiled; every rank's when None.
+    """
+
+    def __init__(self, step: int, rank: int | None = None) -> None:
+        self.step, self.rank = step, rank
 
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, *_) -> None:
-        if trainer.global_step == self.step:
+        if trainer.global_step == self.step and self.rank in (None, trainer.global_rank):
             with torch.no_grad():
                 next(pl_module.parameters()).view(-1)[0] = math.nan
 

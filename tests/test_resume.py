@@ -99,12 +99,35 @@ def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_checkpoint(mnist_r
     assert result.returncode == 1 and "Traceback" not in result.stderr
     last = run_folder(tmp_path) / "checkpoints" / "last.ckpt"
     assert result.stderr.strip().splitlines()[-1] == (
-        "error: the training loss is nan at step 8 (epoch 0); "
+        "error: the training loss is nan at step 8; "
         f"the last good checkpoint is {last.relative_to(tmp_path)}; "
         "lower --model.lr (or check the data) and resume with --ckpt_path last"
     )
     saved = torch.load(last, weights_only=True)
     assert saved["global_step"] == 6
+    assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
+
+
+def test_nan_loss_between_log_steps_is_caught_before_the_next_checkpoint(mnist_root, tmp_path):
+    """The loss is read every 50 steps only, but no checkpoint is written after a bad step."""
+    args = [*TWO_EPOCHS, "--trainer.log_every_n_steps=50", f"--data.root={mnist_root}"]
+    result = run_app("fit", *args, callback("stops.NanAt", step=3), cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: the training loss is nan at step 4; ")
+    saved = torch.load(run_folder(tmp_path) / "checkpoints" / "last.ckpt", weights_only=True)
+    assert saved["global_step"] == 3  # the save at step 6 was refused
+    assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
+
+
+def test_nan_loss_on_one_rank_stops_every_rank_at_its_step(mnist_root, tmp_path):
+    ddp = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
+    args = [*TWO_EPOCHS, *ddp, "--data.batch_size=32", f"--data.root={mnist_root}"]
+    result = run_app("fit", *args, callback("stops.NanAt", step=3, rank=1), cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    # Rank 0's own loss turns NaN one step later, through the averaged gradients.
+    assert "error: the training loss is not finite on another rank at step 4; " in result.stderr
+    saved = torch.load(run_folder(tmp_path) / "checkpoints" / "last.ckpt", weights_only=True)
+    assert saved["global_step"] == 3
     assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
 
 
