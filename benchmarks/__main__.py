@@ -98,7 +98,9 @@ def loaders(args: argparse.Namespace, folder: Path) -> None:
         f"\na/c = {a['img_per_s'] / c['img_per_s']:.2f}, a/d = {a['img_per_s'] / d['img_per_s']:.2f}, "
         f"a/b = {a['img_per_s'] / b['img_per_s']:.2f}"
     )
-    print(f"`python -m app --help` start-up: {startup_seconds():.2f} s (median of 5)")
+    if args.startup_repeats:
+        seconds = startup_seconds(args.startup_repeats)
+        print(f"`python -m app --help` start-up: {seconds:.2f} s (median of {args.startup_repeats})")
 
 
 def recipe(args: argparse.Namespace, folder: Path) -> None:
@@ -121,7 +123,7 @@ def recipe(args: argparse.Namespace, folder: Path) -> None:
     )
 
 
-def startup_seconds(repeats: int = 5) -> float:
+def startup_seconds(repeats: int) -> float:
     """Median wall time of ``python -m app --help``."""
     times = []
     for _ in range(repeats):
@@ -145,6 +147,7 @@ def main() -> None:
     parser.add_argument("--device", default="gpu" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--recipe", metavar="CONFIG", help="time a preset's runs instead")
     parser.add_argument("--repeats", type=int, default=3, help="rounds of runs (medians are shown)")
+    parser.add_argument("--startup-repeats", type=int, default=5, help="runs of `app --help` timed; 0: none")
     args = parser.parse_args()
     machine = torch.cuda.get_device_name() if args.device == "gpu" else cpu_name()
     print(f"Machine: {machine}, {os.cpu_count()} cores; torch {torch.__version__}\n")
