@@ -1,6 +1,8 @@
 """app.pictures.Pictures in real training runs: PNG files, logger images, confusion matrix counts."""
 
+import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -9,7 +11,7 @@ from conftest import check, run_app
 from lightning import Trainer
 from PIL import Image
 
-from app.pictures import Pictures
+from app.pictures import Pictures, _pixels
 from data import MNISTDataModule
 from models import ImageClassifier, MnistCNN
 
@@ -71,12 +73,45 @@ def test_samples_are_titled_with_class_names_and_wrong_ones_marked(mnist_root, t
     images, preds, labels = pictures.shown
     assert len(images) == 5
     fig = pictures.samples_figure(trainer, images, preds, labels)
-    drawn = [ax for ax in fig.axes if ax.images]
-    assert len(drawn) == 5
-    for ax, pred, label in zip(drawn, preds.tolist(), labels.tolist(), strict=True):
-        title = ax.title
-        assert f"pred digit{pred}" in title.get_text() and f"true digit{label}" in title.get_text()
-        assert (title.get_color() == "red") == (pred != label)
+    (ax,) = fig.axes
+    assert len(ax.images) == 1 and len(ax.texts) == 5
+    fig.canvas.draw()
+    for text, pred, label in zip(ax.texts, preds.tolist(), labels.tolist(), strict=True):
+        assert f"pred digit{pred}" in text.get_text() and f"true digit{label}" in text.get_text()
+        assert (text.get_color() == "red") == (pred != label)
+    assert_titles_fit(fig, ax, columns=5, size=28)
+
+
+def assert_titles_fit(fig, ax, columns: int, size: int) -> None:
+    """Each title lies inside the figure, in its own image's column, in the white band above the image."""
+    renderer = fig.canvas.get_renderer()
+    rows = math.ceil(len(ax.texts) / columns)
+    band = (ax.images[0].get_array().shape[0] - 2) // rows - size - 2  # grid: rows of GAP, band, image
+    assert band > 0
+    for i, text in enumerate(ax.texts):
+        row, col = divmod(i, columns)
+        box = text.get_window_extent(renderer)
+        assert (
+            fig.bbox.x0 <= box.x0 <= box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 <= box.y1 <= fig.bbox.y1
+        )
+        corners = ax.transData.inverted().transform(box)  # in grid pixels, y downwards
+        (left, top), (right, bottom) = corners.min(0), corners.max(0)
+        cell_left, cell_top = 2 + col * (size + 2), 2 + row * (band + size + 2)
+        assert cell_left <= left and right <= cell_left + size, "a title spills into the next column"
+        assert cell_top - 1 <= top and bottom <= cell_top + band + 0.5, "a title covers an image"
+
+
+def test_large_colour_images_get_a_band_tall_enough_for_their_titles(tmp_path):
+    images = torch.rand(3, 3, 224, 224)
+    trainer = SimpleNamespace(datamodule=SimpleNamespace(class_names=["cat", "dog"], mean=None, std=None))
+    fig = Pictures().samples_figure(trainer, images, torch.tensor([0, 1, 0]), torch.tensor([0, 1, 1]))
+    (ax,) = fig.axes
+    fig.canvas.draw()
+    assert_titles_fit(fig, ax, columns=3, size=224)
+    pixels = _pixels(fig)
+    assert pixels.dtype == np.uint8 and pixels.shape[2] == 3 and pixels.var() > 0
+    height, width = ax.images[0].get_array().shape[:2]
+    assert pixels.shape[1] / pixels.shape[0] == pytest.approx(width / height, rel=0.05)
 
 
 def test_no_samples_and_no_plots_outside_fit(mnist_root, tmp_path):
