@@ -101,6 +101,23 @@ def assert_titles_fit(fig, ax, columns: int, size: int) -> None:
         assert cell_top - 1 <= top and bottom <= cell_top + band + 0.5, "a title covers an image"
 
 
+def test_grey_grid_renders_with_its_aspect_and_its_pixels():
+    mean, std = (0.1307,), (0.3081,)
+    images = torch.full((32, 1, 28, 28), (0.5 - mean[0]) / std[0])  # mid grey once unnormalized
+    trainer = SimpleNamespace(datamodule=SimpleNamespace(class_names=None, mean=mean, std=std))
+    fig = Pictures().samples_figure(trainer, images, torch.zeros(32, dtype=int), torch.arange(32) % 10)
+    pixels = _pixels(fig)
+    assert pixels.dtype == np.uint8 and pixels.ndim == 3 and pixels.shape[2] == 3
+    grid = fig.axes[0].images[0].get_array()
+    assert pixels.shape[1] / pixels.shape[0] == pytest.approx(grid.shape[1] / grid.shape[0], rel=0.05)
+    scale, band = pixels.shape[1] / grid.shape[1], (grid.shape[0] - 2) // 4 - 28 - 2
+    for i in range(32):
+        row, col = divmod(i, 8)
+        x, y = 2 + col * 30 + 14, 2 + row * (band + 30) + band + 14  # centre of image i, in grid pixels
+        assert np.abs(pixels[int(y * scale), int(x * scale)].astype(int) - 128).max() <= 2
+    assert (pixels[0, 0] == 255).all() and pixels.var() > 0
+
+
 def test_large_colour_images_get_a_band_tall_enough_for_their_titles(tmp_path):
     images = torch.rand(3, 3, 224, 224)
     trainer = SimpleNamespace(datamodule=SimpleNamespace(class_names=["cat", "dog"], mean=None, std=None))
