@@ -1,13 +1,9 @@
-"""Command-line glue: LightningCLI over the ``models`` and ``data`` packages.
+"""The command line around ``models`` and ``data``: ``python -m app fit|validate|test|predict|export``.
 
-Importing it registers our ``dp`` strategy with Lightning, tunes glibc's malloc for training
-(:mod:`app.allocator`) and has the process group destroyed at exit (:mod:`app.process_group`); every
-process of a job imports it, spawned ones too.
+- ``cli.py``: the LightningCLI subclass and ``main``; ``trainer.py``: the Trainer it builds.
+- ``runs/``: the run folder and everything in it (config, checkpoints, loggers).
+- ``callbacks/``: what the Trainer runs besides the model (all listed by ``--print_config``).
+- ``distributed/``: ``dp``, CPU SyncBatchNorm, ranks that end together.
+- ``errors.py``: the mistakes a user can fix, printed as one ``error:`` line.
+- ``process.py``: what the CLI changes in its process when it starts (nothing happens on import).
 """
-
-from app import dp_strategy  # noqa: F401
-from app.allocator import keep_freed_memory
-from app.process_group import destroy_process_group_at_exit
-
-keep_freed_memory()
-destroy_process_group_at_exit()

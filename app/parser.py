@@ -1,8 +1,8 @@
 """The argument parser: jsonargparse's errors as one line, without its usage text."""
 
-import sys
-
 from lightning.pytorch.cli import LightningArgumentParser
+
+from app.errors import fail
 
 # The parts of jsonargparse's account of a failed Union that do not help.
 NOISE = ("Does not validate", "Subtypes:", "Errors:", "Given value", "Expected a <class 'NoneType'>")
@@ -19,4 +19,4 @@ class Parser(LightningArgumentParser):
         if not self.exit_on_error:  # jsonargparse is trying alternatives: it catches this error
             super().error(message, ex)
         lines = (line.strip(" -") for line in message.replace('"<unicode string>", ', "").splitlines())
-        sys.exit(f"error: {' '.join(line for line in lines if line and not line.startswith(NOISE))}")
+        fail(" ".join(line for line in lines if line and not line.startswith(NOISE)))

@@ -11,7 +11,7 @@ from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS, default_loader
 from torchvision.transforms import v2
 
-from data.vision import DataError, DatasetNotFoundError, Split, VisionDataModule
+from data.vision import DataError, DatasetNotFoundError, TransformedSubset, VisionDataModule
 
 
 class ImageFolderDataModule(VisionDataModule):
@@ -88,7 +88,7 @@ class ImageFolderDataModule(VisionDataModule):
     def setup(self, stage: str) -> None:
         if stage == "predict" and self.predict_dir is not None:
             files = ImageFiles(Path(self.predict_dir))
-            self.predict_set = Split(files, range(len(files)), self.eval_transform())
+            self.predict_set = TransformedSubset(files, range(len(files)), self.eval_transform())
         else:
             super().setup(stage)
 

@@ -11,7 +11,7 @@ from torch.utils.data import Dataset
 
 from data.batch_transforms import normalize
 from data.resident import ResidentLoader
-from data.vision import DataError, DatasetNotFoundError, Split, VisionDataModule
+from data.vision import DataError, DatasetNotFoundError, TransformedSubset, VisionDataModule
 
 
 class TorchvisionDataModule(VisionDataModule):
@@ -56,7 +56,7 @@ class TorchvisionDataModule(VisionDataModule):
         """The resident loader's training augmentation of a uint8 batch (none here)."""
         return images
 
-    def dataloader(self, dataset: Split, train: bool = False) -> Iterable:
+    def dataloader(self, dataset: TransformedSubset, train: bool = False) -> Iterable:
         if self.loader == "torch":
             return super().dataloader(dataset, train)
         device = self.trainer.strategy.root_device if self.trainer else torch.device("cpu")

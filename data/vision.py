@@ -27,7 +27,7 @@ class DatasetNotFoundError(DataError):
     """A data set is not on disk and cannot be fetched."""
 
 
-class Split(Dataset):
+class TransformedSubset(Dataset):
     """The samples ``indices`` of ``dataset``, each image passed through ``transform``.
 
     One decoded data set serves both the augmented train split and the plain val split,
@@ -107,11 +107,11 @@ class VisionDataModule(LightningDataModule):
                     f"(the train set has {len(train)}); pass a smaller --data.val_size"
                 )
             order = torch.randperm(len(train), generator=torch.Generator().manual_seed(self.seed)).tolist()
-            self.train_set = Split(train, order[n_val:], self.train_transform())
-            self.val_set = Split(train, order[:n_val], self.eval_transform())
+            self.train_set = TransformedSubset(train, order[n_val:], self.train_transform())
+            self.val_set = TransformedSubset(train, order[:n_val], self.eval_transform())
         if stage in ("test", "predict"):
             test = self.load(train=False)
-            self.test_set = Split(test, range(len(test)), self.eval_transform())
+            self.test_set = TransformedSubset(test, range(len(test)), self.eval_transform())
             self.predict_set = self.test_set
 
     def workers(self) -> int:
@@ -124,7 +124,7 @@ class VisionDataModule(LightningDataModule):
         per_device = cores // devices
         return 0 if per_device <= 2 else min(8, per_device - 1)
 
-    def sampler(self, dataset: Split, train: bool) -> DistributedSampler:
+    def sampler(self, dataset: TransformedSubset, train: bool) -> DistributedSampler:
         """This rank's share of ``dataset``: shuffled per epoch for training, in order otherwise."""
         world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
         if train:
@@ -141,7 +141,7 @@ class VisionDataModule(LightningDataModule):
         # Not padded, so evaluation counts every sample exactly once.
         return UnrepeatedDistributedSampler(dataset, world, rank, shuffle=False)
 
-    def dataloader(self, dataset: Split, train: bool = False) -> Iterable:
+    def dataloader(self, dataset: TransformedSubset, train: bool = False) -> Iterable:
         """Batches of ``dataset`` for this rank: a DataLoader with worker processes."""
         workers = self.workers()
         return DataLoader(

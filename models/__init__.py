@@ -1,17 +1,15 @@
-"""Networks and the LightningModule that trains them."""
+"""The networks (``nets/``) and the one LightningModule that trains them (``image_classifier.py``)."""
 
 import importlib
 import pkgutil
 
-from models.cifar_cnn import CifarCNN
-from models.fast_cnn import FastCNN
-from models.image_classifier import ImageClassifier
-from models.mnist_cnn import MnistCNN
-from models.net import Net
-from models.resnet import ResNet
+from models import nets
+from models.image_classifier import ImageClassifier, is_log_step
+from models.nets import CifarCNN, FastCNN, MnistCNN, Net, ResNet
 
-__all__ = ["CifarCNN", "FastCNN", "ImageClassifier", "MnistCNN", "Net", "ResNet"]
+__all__ = ["CifarCNN", "FastCNN", "ImageClassifier", "MnistCNN", "Net", "ResNet", "is_log_step"]
 
-# Import every module here, so that a Net subclass in a new file is known to `--model.net` by its name.
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+# Every file in nets/, so that a Net subclass in a new file is known to `--model.net` by its name.
+# Last, so that such a file can import what this package holds (`from models import Net`).
+for _module in pkgutil.iter_modules(nets.__path__):
+    importlib.import_module(f"{nets.__name__}.{_module.name}")

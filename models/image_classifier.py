@@ -3,14 +3,21 @@
 from typing import Literal
 
 import torch
-from lightning import LightningModule
+from lightning import LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, LRScheduler, SequentialLR
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from models.net import Net
+from models.nets.net import Net
+
+
+def is_log_step(trainer: Trainer, every: int | None = None) -> bool:
+    """Whether the optimizer step about to run is one of every ``every`` (default: Lightning's
+    ``log_every_n_steps``, the steps whose metrics it sends to the loggers)."""
+    every = trainer.log_every_n_steps if every is None else every
+    return bool(every) and (trainer.global_step + 1) % every == 0
 
 
 class ImageClassifier(LightningModule):
@@ -86,9 +93,7 @@ class ImageClassifier(LightningModule):
         of a small CNN's GPU step, for a value no logger keeps. The epoch's last loss is logged for
         what reads the metrics at epoch end (the loss curve).
         """
-        every = self.trainer.log_every_n_steps
-        logged = bool(every) and (self.trainer.global_step + 1) % every == 0
-        return logged or batch_idx + 1 == self.trainer.num_training_batches
+        return is_log_step(self.trainer) or batch_idx + 1 == self.trainer.num_training_batches
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> dict[str, Tensor]:
         return self._evaluate(batch, "val", self.val_loss, self.val_acc)

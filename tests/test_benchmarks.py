@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import check, logged, run_app, run_folder
+from helpers.cli import check, logged, run_app, run_folder
 
 from benchmarks.__main__ import median_run, throughput, timed
 

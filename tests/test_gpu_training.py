@@ -4,7 +4,7 @@ import json
 
 import pytest
 import torch
-from conftest import check, logged, run_app, run_folder
+from helpers.cli import check, logged, run_folder, run_process
 from lightning import Trainer
 
 from data import MNISTDataModule
@@ -37,7 +37,7 @@ def fit(tmp_path, name: str, *args: str):
     # lr 0.05: at the default 0.01 these 48 steps leave the test accuracy at chance (0.12), CPU or GPU.
     long = ["--trainer.max_epochs=3", "--trainer.limit_train_batches=1.0", "--data.batch_size=32"]
     long.append("--model.lr=0.05")
-    check(run_app("fit", *GPU, *long, *args, cwd=cwd))
+    check(run_process("fit", *GPU, *long, *args, cwd=cwd))
     return run_folder(cwd), logged(run_folder(cwd))
 
 
@@ -64,7 +64,7 @@ def test_mixed_precision_and_compile_train_like_fp32(mnist_root, tmp_path):
 
 
 def test_fast_preset_reaches_91_percent(fashion_mnist, tmp_path):
-    result = run_app(
+    result = run_process(
         "fit",
         *GPU,
         "--trainer.logger=CSVLogger",
@@ -80,10 +80,10 @@ def test_fast_preset_reaches_91_percent(fashion_mnist, tmp_path):
 
 
 def test_nan_loss_stops_before_the_next_checkpoint(mnist_root, tmp_path):
-    nan = {"class_path": "stops.NanAt", "init_args": {"step": 3}}
+    nan = {"class_path": "helpers.stops.NanAt", "init_args": {"step": 3}}
     args = [*GPU, f"--data.root={mnist_root}", "--trainer.max_epochs=2", "--trainer.limit_train_batches=1.0"]
-    args += ["--data.batch_size=64", "--save_every_n_steps=3", "--trainer.log_every_n_steps=50"]
-    result = run_app("fit", *args, f"--trainer.callbacks+={json.dumps(nan)}", cwd=tmp_path)
+    args += ["--data.batch_size=64", "--last_checkpoint.every_n_steps=3", "--trainer.log_every_n_steps=50"]
+    result = run_process("fit", *args, f"--trainer.callbacks+={json.dumps(nan)}", cwd=tmp_path)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("error: the training loss is nan at step 4; ")
     saved = torch.load(run_folder(tmp_path) / "checkpoints" / "last.ckpt", weights_only=True)

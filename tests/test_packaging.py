@@ -10,7 +10,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import yaml
-from conftest import ROOT
+from helpers.cli import ROOT
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -1,7 +1,7 @@
 """Real learning on the real Fashion-MNIST (Debian's package), read offline through the CLI."""
 
 import pytest
-from conftest import check, logged, run_app, run_folder
+from helpers.cli import check, logged, run_app, run_folder
 
 FAST = ("configs/fashion_mnist_fast.yaml",)
 

@@ -1,0 +1,75 @@
+"""``last.ckpt``: the newest state of a run, kept current so a kill or a pre-emption loses little."""
+
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+from lightning import Callback, LightningModule, Trainer
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from app.runs import rng_states
+
+RNG_KEY = "rng_states"
+
+
+class LastCheckpoint(Callback):
+    """What a resume needs: ``RUN/checkpoints/last.ckpt`` kept current, with every rank's random state.
+
+    ``last.ckpt`` is saved every ``every_n_steps`` training steps, at every epoch end, and when
+    Lightning stops training for a SIGTERM. Every checkpoint (the best-k ones too) carries the
+    random generator states of all ranks, put back when training resumes, so that dropout and
+    augmentation draw what an uninterrupted run would.
+
+    Lightning's ``ModelCheckpoint(save_last=True)`` rewrites ``last.ckpt`` at an epoch end only when
+    a best-k checkpoint was saved there, and its OnExceptionCheckpoint saves on any exception (a NaN
+    loss too). Lightning turns SIGTERM into an exception raised on all ranks at the same step, so
+    the save's collectives meet; other exceptions save nothing and the files on disk stay good.
+
+    Args:
+        every_n_steps: steps between saves; 0 saves at epoch ends (and on SIGTERM) only.
+    """
+
+    def __init__(self, every_n_steps: int = 500) -> None:
+        self.every_n_steps = every_n_steps
+        self.saved_at = -1
+        self.pending_rng: dict[str, Any] | None = None
+
+    @staticmethod
+    def path(trainer: Trainer) -> Path:
+        """Where ``last.ckpt`` goes: the run folder's ``checkpoints/``."""
+        return Path(trainer.default_root_dir) / "checkpoints" / "last.ckpt"
+
+    def save(self, trainer: Trainer) -> None:
+        if trainer.sanity_checking or trainer.global_step == self.saved_at:
+            return
+        trainer.save_checkpoint(self.path(trainer), weights_only=False)
+        self.saved_at = trainer.global_step
+
+    def on_train_batch_end(self, trainer: Trainer, *_) -> None:
+        if self.every_n_steps > 0 and trainer.global_step % self.every_n_steps == 0:
+            self.save(trainer)
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.save(trainer)
+
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        if isinstance(exception, SIGTERMException) and trainer.state.fn == "fit":
+            self.save(trainer)
+
+    def on_save_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict) -> None:
+        states = [rng_states.collect()]
+        if dist.is_available() and dist.is_initialized() and trainer.world_size > 1:
+            states = [None] * dist.get_world_size()
+            dist.all_gather_object(states, rng_states.collect())
+        checkpoint[RNG_KEY] = states
+
+    def on_load_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict) -> None:
+        states = checkpoint.get(RNG_KEY)
+        if states and len(states) == trainer.world_size:
+            self.pending_rng = states[trainer.global_rank]
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # After everything set-up draws has drawn.
+        if self.pending_rng is not None:
+            rng_states.restore(self.pending_rng)
+            self.pending_rng = None

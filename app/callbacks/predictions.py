@@ -1,0 +1,78 @@
+"""``predict`` writes ``predictions.csv`` in the run folder: one row per sample, in data set order."""
+
+import csv
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+from lightning import LightningModule, Trainer
+from lightning.pytorch.callbacks import BasePredictionWriter
+from torch import Tensor
+
+from data.contract import provided
+
+FILE_NAME = "predictions.csv"
+
+
+class PredictionsWriter(BasePredictionWriter):
+    """Writes each sample's predicted class, its name and its probability to ``predictions.csv``.
+
+    Each process keeps only (sample index, class, probability) of the samples it saw; when
+    predict ends they are gathered on global rank 0, which writes one file sorted by index into
+    ``trainer.default_root_dir``. The first column names the sample as the DataModule's
+    ``predict_id`` does (``index`` of the test split, or ``file`` of an image folder).
+    The model's ``predict_step`` returns class probabilities, (batch, classes).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(write_interval="batch")
+        self.rows: list[tuple[int, int, float]] = []
+
+    def on_predict_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.rows = []
+
+    def write_on_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: LightningModule,
+        prediction: Tensor,
+        batch_indices: Sequence[int] | None,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int,
+    ) -> None:
+        if not batch_indices:
+            raise RuntimeError(
+                "predictions.csv needs the sample index of each prediction, which Lightning gives only "
+                "for a torch DataLoader: make the DataModule's predict_dataloader return one"
+            )
+        probability, predicted = prediction.detach().float().max(dim=1)
+        self.rows += zip(batch_indices, predicted.tolist(), probability.tolist(), strict=True)
+
+    def on_predict_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        rows = self.rows
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            shards = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
+            dist.gather_object(rows, shards, dst=0)
+            rows = [row for shard in shards or [] for row in shard]
+        self.rows = []
+        if trainer.is_global_zero:
+            write(Path(trainer.default_root_dir) / FILE_NAME, sorted(rows), trainer.datamodule)
+
+
+def write(path: Path, rows: list[tuple[int, int, float]], datamodule: Any) -> None:
+    """Write ``rows`` (index, class, probability) as CSV, atomically (a reader never sees half a file)."""
+    names = provided(datamodule, "class_names")
+    id_name = provided(datamodule, "predict_id_name", "index")
+    name_of = provided(datamodule, "predict_id", lambda i: i)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    with open(partial, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow([id_name, "class", "class_name", "probability"])
+        for index, predicted, probability in rows:
+            name = names[predicted] if names and predicted < len(names) else str(predicted)
+            out.writerow([name_of(index), predicted, name, f"{probability:.6f}"])
+    os.replace(partial, path)

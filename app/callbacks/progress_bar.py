@@ -1,0 +1,48 @@
+"""Lightning's Rich progress bar, redrawn every ``refresh_rate`` steps, with images per second."""
+
+from lightning import LightningModule, Trainer
+from lightning.pytorch.callbacks import RichProgressBar
+from lightning.pytorch.callbacks.progress.rich_progress import ProcessingSpeedColumn
+from rich.progress import ProgressColumn, Task
+from rich.text import Text
+
+from app.distributed.dp_strategy import batch_takers
+from data.contract import provided
+
+
+class ImagesPerSecond(ProgressColumn):
+    """Images per second over the task so far, all ranks together.
+
+    Rich's own speed column averages the last 30 s of updates and shows 0.00 until it has two.
+    """
+
+    def __init__(self, images_per_batch: int, style: str) -> None:
+        super().__init__()
+        self.images_per_batch, self.style = images_per_batch, style
+
+    def render(self, task: Task) -> Text:
+        elapsed = task.elapsed
+        rate = task.completed * self.images_per_batch / elapsed if elapsed else 0.0
+        return Text(f"{rate:,.0f} img/s" if task.completed else "", style=self.style)
+
+
+class ThrottledRichProgressBar(RichProgressBar):
+    """A :class:`RichProgressBar` that reads the metrics only when it redraws, and shows images/s.
+
+    Lightning's bar moves its counter every ``refresh_rate`` steps but reads the metrics at every
+    step (Lightning-AI/pytorch-lightning issue 20300), and reading a logged tensor waits for the
+    GPU: every step then stalls the CPU until the device is done instead of queueing the next one.
+    """
+
+    def configure_columns(self, trainer: Trainer) -> list:
+        columns = super().configure_columns(trainer)
+        batch = provided(trainer.datamodule, "batch_size")
+        if not batch:
+            return columns
+        speed = ImagesPerSecond(batch * batch_takers(trainer), self.theme.processing_speed)
+        return [speed if isinstance(c, ProcessingSpeedColumn) else c for c in columns]
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx):
+        done = batch_idx + 1
+        if done % self.refresh_rate == 0 or done == self.total_train_batches:
+            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)

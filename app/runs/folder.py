@@ -1,0 +1,143 @@
+"""Where a run lives: ``runs/<name>/<version>/``, and which checkpoint ``--ckpt_path last`` means.
+
+A run folder holds ``config.yaml``, ``checkpoints/``, ``metrics.csv``, ``wandb/``, ``plots/`` and
+``predictions.csv``. Versions are ``version_0``, ``version_1``, ...; rank 0 claims one with an
+atomic ``mkdir``, so two jobs started together never share a folder.
+"""
+
+import itertools
+import logging
+import os
+import re
+from pathlib import Path
+
+from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
+
+from app.errors import RunFolderError, UsageError
+from app.runs import loggers
+from app.runs.checkpoints import check_checkpoint, checkpoints, intact, remove_stale_temps
+
+# Set by the process that picked the folder; Lightning's ddp launcher passes it to the ranks it starts.
+log = logging.getLogger(__name__)
+
+RUN_DIR_ENV = "APP_RUN_DIR"
+
+
+def _versions(parent: Path) -> list[Path]:
+    found = [p for p in parent.glob("version_*") if re.fullmatch(r"version_\d+", p.name) and p.is_dir()]
+    return sorted(found, key=lambda p: int(p.name.split("_")[1]))
+
+
+def claim_new(parent: Path, create: bool) -> Path:
+    """The next ``version_N`` under ``parent``; made (atomically) only when ``create``."""
+    versions = _versions(parent) if parent.is_dir() else []
+    number = int(versions[-1].name.split("_")[1]) + 1 if versions else 0
+    if not create:
+        return parent / f"version_{number}"
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            run = parent / f"version_{number}"
+            try:
+                run.mkdir()
+                return run
+            except FileExistsError:
+                number += 1
+    except OSError as err:
+        raise RunFolderError(
+            f"cannot create a run folder in {parent} ({err.strerror}); "
+            "pass a writable --trainer.default_root_dir"
+        ) from err
+
+
+def newest_intact(parent: Path) -> Path | None:
+    """The newest readable checkpoint of the newest run under ``parent`` that has one.
+
+    Unreadable ones are skipped with a warning naming them.
+    """
+    for run in reversed(_versions(parent) if parent.is_dir() else []):
+        for path in checkpoints(run):
+            if intact(path):
+                return path
+            log.warning(f"skipping {path}: not a complete checkpoint (a save was cut short?)")
+    return None
+
+
+def unsaved(parent: Path) -> Path | None:
+    """The newest run under ``parent`` if it holds no checkpoint yet (killed before its first save)."""
+    versions = _versions(parent) if parent.is_dir() else []
+    return versions[-1] if versions and not checkpoints(versions[-1]) else None
+
+
+def run_of(checkpoint: Path) -> Path | None:
+    """The run folder ``checkpoint`` belongs to, if it sits in our layout."""
+    for folder in (checkpoint.parent.parent, checkpoint.parent):
+        if (folder / "config.yaml").is_file() or (folder / "checkpoints").is_dir():
+            return folder
+    return None
+
+
+def inherited() -> Path | None:
+    """The folder picked by the launching process, in a rank that Lightning's launcher started."""
+    value = os.environ.get(RUN_DIR_ENV)
+    return Path(value) if value and os.environ.get("LOCAL_RANK") else None
+
+
+def _short(class_path: str, suffix: str = "") -> str:
+    name = class_path.rsplit(".", 1)[-1]
+    return name.removesuffix(suffix) or name
+
+
+def resolve(config) -> Path:
+    """Pick the run folder (and the checkpoint ``--ckpt_path last`` means), and point every output at it.
+
+    ``fit`` makes a new ``ROOT/NAME/version_N``; a command given a checkpoint of a run works in that run.
+    """
+    rank_zero = rank_zero_only.rank == 0 and int(os.environ.get("NODE_RANK", 0)) == 0
+    name = config.get("name") or "-".join(
+        (_short(config.data.class_path, "DataModule"), _short(config.model.net.class_path))
+    )
+    parent = Path(config.trainer.default_root_dir or "runs") / name
+    ckpt, run = config.get("ckpt_path"), inherited()
+    if ckpt == "last":
+        found = newest_intact(parent)
+        if found is None:
+            # A run killed before its first checkpoint starts again in its own folder.
+            run = run or unsaved(parent)
+            rank_zero_info(f"--ckpt_path last: no checkpoint under {parent} yet; starting from scratch")
+        else:
+            rank_zero_info(f"--ckpt_path last: resuming from {found}")
+        ckpt = config.ckpt_path = str(found) if found else None
+    elif ckpt:
+        check_checkpoint(ckpt)
+    run = run or (run_of(Path(ckpt)) if ckpt else None)
+    if run is None:
+        run = claim_new(parent, create=rank_zero)
+    elif rank_zero:
+        if not os.access(run, os.W_OK):
+            raise UsageError(f"the run folder {run} is not writable; fix its permissions")
+        remove_stale_temps(run)
+    os.environ[RUN_DIR_ENV] = str(run)
+    config.trainer.default_root_dir = str(run)
+    if "checkpoint" in config:
+        config.checkpoint.dirpath = str(run / "checkpoints")
+    loggers.configure(config.trainer.get("logger"), run, name, rank_zero)
+    return run
+
+
+def with_run_config(args: list[str]) -> list[str]:
+    """``validate|test|predict --ckpt_path RUN/checkpoints/X.ckpt`` also reads ``RUN/config.yaml``.
+
+    So a checkpoint is evaluated with the network and data it was trained with; a ``--config``
+    of the user's own turns this off.
+    """
+    if not args or args[0] not in ("validate", "test", "predict", "export"):
+        return args
+    if any(arg in ("-c", "--config") or arg.startswith("--config=") for arg in args):
+        return args
+    paths = [b for a, b in itertools.pairwise(args) if a == "--ckpt_path"]
+    paths += [arg.split("=", 1)[1] for arg in args if arg.startswith("--ckpt_path=")]
+    run = run_of(Path(paths[-1])) if paths and paths[-1] != "last" else None
+    config = run / "config.yaml" if run else None
+    return [args[0], f"--config={config}", *args[1:]] if config and config.is_file() else args

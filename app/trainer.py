@@ -1,0 +1,85 @@
+"""The Trainer the CLI builds: Lightning's, with three additions that show in ``--print_config``."""
+
+import inspect
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import lightning
+from lightning import LightningDataModule, LightningModule
+from lightning.pytorch.strategies import StrategyRegistry
+
+from app import export
+from app.distributed.sync_batchnorm import SyncBatchNormPlugin
+from data.contract import provided
+
+
+class Trainer(lightning.Trainer):
+    """Lightning's Trainer, plus ``collective_timeout``, SyncBatchNorm on CPU and ``export``.
+
+    Args:
+        collective_timeout: seconds a ddp/fsdp rank waits for the others before the job fails
+            (torch's default: 1800); applies to a strategy given by name.
+        sync_batchnorm: BatchNorm over the global batch; works on CPU (gloo) too, where Lightning's
+            own refuses.
+        **kwargs: Lightning's Trainer arguments.
+    """
+
+    def __init__(
+        self, *args: Any, collective_timeout: int = 300, sync_batchnorm: bool = False, **kwargs: Any
+    ):
+        if sync_batchnorm:
+            # Lightning's own layer sync is torch's SyncBatchNorm, which refuses CPU tensors.
+            kwargs["plugins"] = [*_as_list(kwargs.get("plugins")), SyncBatchNormPlugin()]
+        kwargs["strategy"] = with_timeout(kwargs.get("strategy", "auto"), collective_timeout)
+        super().__init__(*args, sync_batchnorm=sync_batchnorm, **kwargs)
+
+    def export(
+        self,
+        model: LightningModule,
+        datamodule: LightningDataModule | None = None,
+        ckpt_path: str | None = None,
+        format: Literal["onnx", "torchscript"] = "onnx",
+        output: str | None = None,
+        weights_only: bool | None = None,
+    ) -> Path:
+        """Write the network with a checkpoint's weights as an ONNX or TorchScript file.
+
+        The file maps normalized images (batch, channels, size, size), float32, any batch size,
+        to logits (batch, classes). Inputs are named ``images`` and outputs ``logits`` in ONNX.
+
+        Args:
+            model: the classifier, built from the run's config.
+            datamodule: gives the images' channels and size.
+            ckpt_path: the checkpoint whose weights are exported; None exports the model as built.
+            format: ``onnx`` (needs onnx and onnxscript: ``pip install ".[export]"``) or ``torchscript``.
+            output: the file to write; default ``model.onnx`` or ``model.pt`` in the run folder.
+            weights_only: load the checkpoint with torch's weights-only unpickler (None: Lightning's
+                choice).
+
+        Returns:
+            The path written.
+        """
+        export.check_exporter(format)
+        path = Path(output) if output else export.default_output(Path(self.default_root_dir), format)
+        if ckpt_path is not None:
+            checkpoint = self.strategy.load_checkpoint(ckpt_path, weights_only=weights_only)
+            model.load_state_dict(checkpoint["state_dict"])
+        sample = export.input_sample(provided(datamodule, "in_channels"), provided(datamodule, "image_size"))
+        if self.is_global_zero:
+            export.write(model, sample, path, format)
+        return path
+
+
+def _as_list(value: object) -> list:
+    return [] if value is None else value if isinstance(value, list) else [value]
+
+
+def with_timeout(strategy: object, seconds: float) -> object:
+    """A strategy named by a string, built with a collective timeout when it takes one (ddp, fsdp)."""
+    if not isinstance(strategy, str) or strategy not in StrategyRegistry:
+        return strategy
+    entry = StrategyRegistry[strategy]
+    if "timeout" not in inspect.signature(entry["strategy"]).parameters:
+        return strategy
+    return entry["strategy"](**{**entry["init_params"], "timeout": timedelta(seconds=seconds)})

@@ -1,0 +1,31 @@
+"""What the app reads from a DataModule: the one contract between ``data/`` and ``app/``."""
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+
+class ClassificationData(Protocol):
+    """The attributes the CLI, its callbacks and ``export`` read; every DataModule here has them all.
+
+    A DataModule of your own needs ``num_classes``, ``in_channels`` and ``image_size`` (linked to the
+    network); each other attribute only turns on what it feeds, and its absence turns that off.
+    """
+
+    num_classes: int  # the network's outputs
+    in_channels: int  # the network's input channels; the shape of exported models and summaries
+    image_size: int  # the side of the square images the network takes
+    batch_size: int  # per device: the start line and the progress bar's images/s
+    mean: Sequence[float]  # per channel, to show normalized images in the validation pictures
+    std: Sequence[float]
+    class_names: Sequence[str]  # by label: pictures and predictions.csv
+    predict_id_name: str  # the first column of predictions.csv ("index", "file")
+
+    def predict_id(self, index: int) -> int | str:
+        """What names sample ``index`` of the predict set in predictions.csv."""
+
+
+def provided(datamodule: Any, name: str, default: Any = None) -> Any:
+    """``datamodule.NAME`` for a part of :class:`ClassificationData`, or ``default`` where it lacks it."""
+    if name not in ClassificationData.__annotations__ and name != "predict_id":
+        raise AttributeError(f"{name} is not part of ClassificationData")
+    return getattr(datamodule, name, default)

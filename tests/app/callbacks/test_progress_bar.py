@@ -1,0 +1,44 @@
+"""The CLI's progress bar reads the logged metrics (a GPU sync) only when it redraws."""
+
+import pytest
+from lightning import Trainer
+from lightning.pytorch.callbacks import RichProgressBar
+
+from app.callbacks.progress_bar import ThrottledRichProgressBar
+from data import MNISTDataModule
+from models import ImageClassifier, MnistCNN
+
+
+def counting(bar_class: type[RichProgressBar]) -> RichProgressBar:
+    class Counting(bar_class):
+        reads, completed = 0, 0
+
+        def get_metrics(self, trainer, pl_module):
+            self.reads += trainer.training
+            return super().get_metrics(trainer, pl_module)
+
+        def on_train_epoch_end(self, trainer, pl_module):
+            super().on_train_epoch_end(trainer, pl_module)
+            self.completed = self.progress.tasks[self.train_progress_bar_id].completed
+
+    return Counting(refresh_rate=5)
+
+
+@pytest.mark.parametrize(("bar_class", "most_reads"), [(ThrottledRichProgressBar, 5), (RichProgressBar, 21)])
+def test_metrics_are_read_at_redraws_only(bar_class, most_reads, mnist_root, tmp_path):
+    bar = counting(bar_class)
+    dm = MNISTDataModule(root=str(mnist_root), download=False, batch_size=16, num_workers=0, val_size=0.2)
+    trainer = Trainer(
+        max_epochs=1,
+        limit_train_batches=20,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        callbacks=[bar],
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(ImageClassifier(MnistCNN()), dm)
+    assert bar.completed == 20  # the bar still ends full
+    # Steps 5, 10, 15, 20 and the epoch end; Lightning's own bar reads at every one of the 20 steps.
+    assert bar.reads == most_reads

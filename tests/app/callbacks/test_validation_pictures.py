@@ -1,0 +1,212 @@
+"""ValidationPictures in real training runs: PNG files, logger images, confusion matrix counts."""
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from helpers.cli import check, run_app
+from lightning import Trainer
+from PIL import Image
+
+from app.callbacks.validation_pictures import ValidationPictures, _pixels
+from data import MNISTDataModule
+from models import ImageClassifier, MnistCNN
+
+VAL_SIZE = 101  # odd: under 2 processes the shards differ in size (51 and 50), none padded
+
+
+class NamedMNIST(MNISTDataModule):
+    class_names = tuple(f"digit{i}" for i in range(10))
+
+
+def fit(
+    mnist_root: Path, tmp_path: Path, callback: ValidationPictures, data=MNISTDataModule, **options
+) -> Trainer:
+    """A tiny fit of MnistCNN on the fixture's MNIST files, with ``callback``."""
+    dm = data(root=str(mnist_root), download=False, batch_size=32, num_workers=0, val_size=VAL_SIZE)
+    settings = {
+        "max_epochs": 1,
+        "limit_train_batches": 2,
+        "log_every_n_steps": 1,
+        "logger": False,
+        "enable_checkpointing": False,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+        "default_root_dir": tmp_path,
+        "callbacks": [callback],
+        **options,
+    }
+    ckpt_path = settings.pop("ckpt_path", None)
+    trainer = Trainer(**settings)
+    trainer.fit(ImageClassifier(MnistCNN()), dm, ckpt_path=ckpt_path)
+    return trainer
+
+
+def assert_picture(path: Path, min_side: int = 200) -> None:
+    """``path`` is a PNG with something drawn on it."""
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        assert min(image.size) >= min_side, image.size
+        assert np.asarray(image.convert("L"), dtype=float).var() > 0, f"{path} is blank"
+
+
+def test_fit_writes_curves_and_confusion_matrix(mnist_root, tmp_path):
+    pictures = ValidationPictures()
+    trainer = fit(mnist_root, tmp_path, pictures, max_epochs=2)
+    assert_picture(tmp_path / "plots" / "curves.png")
+    assert_picture(tmp_path / "plots" / "confusion_matrix.png")
+    # Each epoch's val metrics as logged; the sanity check's validation left no trace.
+    assert sorted(pictures.history) == [0, 1]
+    for point in pictures.history.values():
+        assert point.keys() == {"train/loss", "val/loss", "val/acc"}
+    assert pictures.history[1]["val/acc"] == pytest.approx(float(trainer.callback_metrics["val/acc"]))
+    assert pictures.matrix.shape == (10, 10)
+    assert pictures.matrix.sum() == VAL_SIZE
+    correct = pictures.matrix.diagonal().sum() / VAL_SIZE
+    assert correct.item() == pytest.approx(pictures.history[1]["val/acc"], abs=1e-6)
+
+
+def test_samples_are_titled_with_class_names_and_wrong_ones_marked(mnist_root, tmp_path):
+    pictures = ValidationPictures(samples=5)
+    trainer = fit(mnist_root, tmp_path, pictures, data=NamedMNIST)
+    images, preds, labels = pictures.shown
+    assert len(images) == 5
+    fig = pictures.samples_figure(trainer, images, preds, labels)
+    (ax,) = fig.axes
+    assert len(ax.images) == 1 and len(ax.texts) == 5
+    fig.canvas.draw()
+    for text, pred, label in zip(ax.texts, preds.tolist(), labels.tolist(), strict=True):
+        assert f"pred digit{pred}" in text.get_text() and f"true digit{label}" in text.get_text()
+        assert (text.get_color() == "red") == (pred != label)
+    assert_titles_fit(fig, ax, columns=5, size=28)
+
+
+def assert_titles_fit(fig, ax, columns: int, size: int) -> None:
+    """Each title lies inside the figure, in its own image's column, in the white band above the image."""
+    renderer = fig.canvas.get_renderer()
+    rows = math.ceil(len(ax.texts) / columns)
+    band = (ax.images[0].get_array().shape[0] - 2) // rows - size - 2  # grid: rows of GAP, band, image
+    assert band > 0
+    for i, text in enumerate(ax.texts):
+        row, col = divmod(i, columns)
+        box = text.get_window_extent(renderer)
+        assert (
+            fig.bbox.x0 <= box.x0 <= box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 <= box.y1 <= fig.bbox.y1
+        )
+        corners = ax.transData.inverted().transform(box)  # in grid pixels, y downwards
+        (left, top), (right, bottom) = corners.min(0), corners.max(0)
+        cell_left, cell_top = 2 + col * (size + 2), 2 + row * (band + size + 2)
+        assert cell_left <= left and right <= cell_left + size, "a title spills into the next column"
+        assert cell_top - 1 <= top and bottom <= cell_top + band + 0.5, "a title covers an image"
+
+
+def test_grey_grid_renders_with_its_aspect_and_its_pixels():
+    mean, std = (0.1307,), (0.3081,)
+    images = torch.full((32, 1, 28, 28), (0.5 - mean[0]) / std[0])  # mid grey once unnormalized
+    trainer = SimpleNamespace(datamodule=SimpleNamespace(class_names=None, mean=mean, std=std))
+    fig = ValidationPictures().samples_figure(
+        trainer, images, torch.zeros(32, dtype=int), torch.arange(32) % 10
+    )
+    pixels = _pixels(fig)
+    assert pixels.dtype == np.uint8 and pixels.ndim == 3 and pixels.shape[2] == 3
+    grid = fig.axes[0].images[0].get_array()
+    assert pixels.shape[1] / pixels.shape[0] == pytest.approx(grid.shape[1] / grid.shape[0], rel=0.05)
+    scale, band = pixels.shape[1] / grid.shape[1], (grid.shape[0] - 2) // 4 - 28 - 2
+    for i in range(32):
+        row, col = divmod(i, 8)
+        x, y = 2 + col * 30 + 14, 2 + row * (band + 30) + band + 14  # centre of image i, in grid pixels
+        assert np.abs(pixels[int(y * scale), int(x * scale)].astype(int) - 128).max() <= 2
+    assert (pixels[0, 0] == 255).all() and pixels.var() > 0
+
+
+def test_large_colour_images_get_a_band_tall_enough_for_their_titles(tmp_path):
+    images = torch.rand(3, 3, 224, 224)
+    trainer = SimpleNamespace(datamodule=SimpleNamespace(class_names=["cat", "dog"], mean=None, std=None))
+    fig = ValidationPictures().samples_figure(
+        trainer, images, torch.tensor([0, 1, 0]), torch.tensor([0, 1, 1])
+    )
+    (ax,) = fig.axes
+    fig.canvas.draw()
+    assert_titles_fit(fig, ax, columns=3, size=224)
+    pixels = _pixels(fig)
+    assert pixels.dtype == np.uint8 and pixels.shape[2] == 3 and pixels.var() > 0
+    height, width = ax.images[0].get_array().shape[:2]
+    assert pixels.shape[1] / pixels.shape[0] == pytest.approx(width / height, rel=0.05)
+
+
+def test_no_samples_and_no_plots_outside_fit(mnist_root, tmp_path):
+    pictures = ValidationPictures(samples=0)
+    trainer = fit(mnist_root, tmp_path, pictures, max_epochs=1)
+    assert pictures.shown is None
+    assert (tmp_path / "plots" / "curves.png").is_file()
+    (tmp_path / "plots" / "curves.png").unlink()
+    trainer.validate(trainer.lightning_module, trainer.datamodule, verbose=False)
+    assert pictures.matrix.sum() == VAL_SIZE  # reset between validations: not 2 x VAL_SIZE
+    assert not (tmp_path / "plots" / "curves.png").exists()
+
+
+def test_tensorboard_run_gets_the_figures(mnist_root, tmp_path):
+    from lightning.pytorch.loggers import TensorBoardLogger
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logger = TensorBoardLogger(tmp_path, name="tb")
+    fit(mnist_root, tmp_path, ValidationPictures(), logger=logger)
+    events = EventAccumulator(logger.log_dir, size_guidance={"images": 0})
+    events.Reload()
+    assert {"val/confusion_matrix", "val/samples"} <= set(events.Tags()["images"])
+    for tag in ("val/confusion_matrix", "val/samples"):
+        (image,) = events.Images(tag)  # one validation: the sanity check's is not logged
+        assert min(image.width, image.height) >= 200
+
+
+def test_wandb_offline_run_gets_the_images(mnist_root, tmp_path, monkeypatch):
+    wandb = pytest.importorskip("wandb")
+    from lightning.pytorch.loggers import WandbLogger
+
+    for key, value in {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true"}.items():
+        monkeypatch.setenv(key, value)
+    try:
+        fit(mnist_root, tmp_path, ValidationPictures(), logger=WandbLogger(save_dir=tmp_path, offline=True))
+    finally:
+        wandb.finish()
+    (run,) = (tmp_path / "wandb").glob("offline-run-*")
+    media = sorted(p.name for p in (run / "files" / "media" / "images").rglob("*.png"))
+    # One validation (the sanity check's is not logged): one picture of each.
+    assert [name.split("_")[0] for name in media] == ["confusion", "samples"], media
+    for path in (run / "files" / "media" / "images").rglob("*.png"):
+        assert_picture(path)
+
+
+def test_resumed_fit_keeps_the_earlier_epochs_curves(mnist_root, tmp_path):
+    first = fit(mnist_root, tmp_path, ValidationPictures())
+    first.save_checkpoint(tmp_path / "epoch0.ckpt")
+    pictures = ValidationPictures()
+    fit(mnist_root, tmp_path, pictures, max_epochs=2, ckpt_path=tmp_path / "epoch0.ckpt")
+    assert sorted(pictures.history) == [0, 1]
+
+
+def test_cli_fit_writes_the_plots_into_the_run_folder(mnist_root, tmp_path):
+    check(run_app("fit", f"--data.root={mnist_root}", "--test_after_fit=false", cwd=tmp_path))
+    (curves,) = (tmp_path / "runs").rglob("plots/curves.png")
+    assert_picture(curves)
+    assert_picture(curves.with_name("confusion_matrix.png"))
+
+
+class SavingPictures(ValidationPictures):
+    """Also saves each rank's last confusion matrix, which ddp_spawn does not bring back."""
+
+    def on_fit_end(self, trainer, pl_module):
+        super().on_fit_end(trainer, pl_module)
+        torch.save(self.matrix, Path(trainer.default_root_dir) / f"matrix-rank{trainer.global_rank}.pt")
+
+
+@pytest.mark.distributed
+def test_confusion_matrix_counts_the_samples_of_every_rank(mnist_root, tmp_path):
+    fit(mnist_root, tmp_path, SavingPictures(), accelerator="cpu", devices=2, strategy="ddp_spawn")
+    for rank in (0, 1):
+        matrix = torch.load(tmp_path / f"matrix-rank{rank}.pt", weights_only=True)
+        assert matrix.sum() == VAL_SIZE
+    assert_picture(tmp_path / "plots" / "confusion_matrix.png")

@@ -1,0 +1,210 @@
+"""Data parallelism proven by equivalence: real gloo processes against one process.
+
+Every run goes through ``python -m app`` (Lightning's own launcher, torchrun, two "nodes" on
+loopback); :class:`helpers.weights_probe.WeightsProbe` records each rank's weights and step count.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from helpers.cli import (
+    ROOT,
+    SHRINK,
+    app_command,
+    app_env,
+    check,
+    free_port,
+    load_probe,
+    logged,
+    max_difference,
+    probe,
+    run_folder,
+    run_process,
+)
+
+pytestmark = pytest.mark.distributed
+CPU2 = ["--trainer.accelerator=cpu", "--trainer.devices=2"]
+
+
+@pytest.fixture(scope="module")
+def single_2b(mnist_root, tmp_path_factory):
+    """One process at batch 128 with lr 0.02: the reference for 2 processes at batch 64, lr 0.01 x 2."""
+    cwd = tmp_path_factory.mktemp("single")
+    args = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--data.batch_size=128", "--model.lr=0.02"]
+    check(
+        run_process(
+            "fit", *args, f"--data.root={mnist_root}", "--test_after_fit=false", probe(cwd / "probe"), cwd=cwd
+        )
+    )
+    return load_probe(cwd / "probe", "end", 0)
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
+def test_two_processes_at_b_match_one_at_2b(strategy, single_2b, mnist_root, tmp_path):
+    args = [*CPU2, f"--trainer.strategy={strategy}", "--data.batch_size=64", "--model.lr=0.01"]
+    check(
+        run_process(
+            "fit", *args, f"--data.root={mnist_root}", "--test_after_fit=false", probe(tmp_path), cwd=tmp_path
+        )
+    )
+    start = [load_probe(tmp_path, "start", r)["weights"] for r in (0, 1)]
+    end = [load_probe(tmp_path, "end", r) for r in (0, 1)]
+    assert max_difference(*start) == 0, "ranks started from different weights"
+    assert end[0]["global_step"] == end[1]["global_step"] == single_2b["global_step"] == 4
+    assert max_difference(end[0]["weights"], end[1]["weights"]) == 0
+    assert max_difference(end[0]["weights"], single_2b["weights"]) < 1e-5
+    assert max_difference(end[0]["weights"], start[0]) > 1e-3  # it trained
+
+
+def test_uneven_shards_run_the_same_steps_on_every_rank(mnist_root, tmp_path):
+    """301 training samples, batch 64: shards of 151 and 150 (padded to 151), 3 steps each."""
+    args = [*CPU2, "--trainer.strategy=ddp", "--data.batch_size=64", "--data.val_size=339"]
+    args += ["--trainer.limit_train_batches=1.0", "--trainer.max_epochs=2", "--test_after_fit=false"]
+    check(run_process("fit", *args, f"--data.root={mnist_root}", probe(tmp_path), cwd=tmp_path))
+    assert load_probe(tmp_path, "end", 0)["global_step"] == load_probe(tmp_path, "end", 1)["global_step"] == 6
+
+
+def test_evaluation_counts_every_sample_once(mnist_root, tmp_path):
+    """Odd val (129) and test (251) sets: padding would count a sample twice and shift the accuracy."""
+    data = [f"--data.root={mnist_root}", "--data.val_size=129"]
+    check(run_process("fit", *CPU2, "--trainer.strategy=ddp", *data, cwd=tmp_path))
+    run = run_folder(tmp_path)
+    ddp = logged(run)
+    ckpt = f"--ckpt_path={run / 'checkpoints' / 'last.ckpt'}"
+    single = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.strategy=auto", ckpt, *data]
+    for subcommand in ("validate", "test"):
+        check(run_process(subcommand, *single, configs=(str(run / "config.yaml"),), cwd=tmp_path))
+        alone = logged(run)
+        stage = "val" if subcommand == "validate" else "test"
+        # fit tested its best checkpoint; with one epoch that is the last one.
+        assert alone[f"{stage}/acc"][-1] == ddp[f"{stage}/acc"][-1]
+        assert alone[f"{stage}/loss"][-1] == pytest.approx(ddp[f"{stage}/loss"][-1], rel=1e-6)
+
+
+def torchrun(*options: str) -> tuple[str, ...]:
+    return ("-m", "torch.distributed.run", f"--master_port={free_port()}", *options)
+
+
+def test_torchrun_launches_the_same_training(mnist_root, tmp_path):
+    """torchrun starts the 2 processes itself; Lightning must join them, not launch its own."""
+    args = [*CPU2, "--trainer.strategy=ddp", f"--data.root={mnist_root}", "--test_after_fit=false"]
+    check(run_process("fit", *args, probe(tmp_path / "lightning"), cwd=tmp_path))
+    launcher = torchrun("--nproc_per_node=2")
+    check(run_process("fit", *args, probe(tmp_path / "torchrun"), launcher=launcher, cwd=tmp_path))
+    by_torchrun = load_probe(tmp_path / "torchrun", "end", 1)["weights"]
+    assert max_difference(by_torchrun, load_probe(tmp_path / "lightning", "end", 0)["weights"]) == 0
+
+
+def test_torchrun_world_size_mismatch_is_one_clear_line(mnist_root, tmp_path):
+    args = [
+        "--trainer.accelerator=cpu",
+        "--trainer.devices=1",
+        "--trainer.strategy=ddp",
+        f"--data.root={mnist_root}",
+    ]
+    result = run_process("fit", *args, launcher=torchrun("--nproc_per_node=2"), cwd=tmp_path)
+    assert result.returncode != 0
+    # torchrun reports the failed child with a traceback of its own; ours never shows.
+    frames = [line for line in result.stderr.splitlines() if line.strip().startswith('File "')]
+    assert not [frame for frame in frames if "/app/" in frame or "lightning" in frame]
+    assert "error: You set `devices=1` and `num_nodes=1` in Lightning" in result.stderr
+
+
+def test_two_nodes_on_loopback_end_with_the_same_weights(mnist_root, tmp_path):
+    port = free_port()
+    args = [
+        "--trainer.accelerator=cpu",
+        "--trainer.devices=1",
+        "--trainer.num_nodes=2",
+        "--trainer.strategy=ddp",
+    ]
+    args += [f"--data.root={mnist_root}", "--test_after_fit=false", probe(tmp_path / "probe")]
+    nodes = []
+    for node_rank in (0, 1):
+        launcher = (
+            "-m",
+            "torch.distributed.run",
+            "--nnodes=2",
+            f"--node_rank={node_rank}",
+            "--nproc_per_node=1",
+        )
+        launcher += ("--master_addr=127.0.0.1", f"--master_port={port}")
+        command = app_command("fit", *args, launcher=launcher)
+        output = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        nodes.append(subprocess.Popen(command, cwd=tmp_path, env=app_env(), **output))
+    for node in nodes:
+        output, _ = node.communicate(timeout=300)
+        assert node.returncode == 0, output[-3000:]
+    end = [load_probe(tmp_path / "probe", "end", rank) for rank in (0, 1)]
+    assert end[0]["world_size"] == end[1]["world_size"] == 2
+    assert end[0]["global_step"] == end[1]["global_step"] > 0
+    assert max_difference(end[0]["weights"], end[1]["weights"]) == 0
+
+
+@pytest.mark.parametrize(("scaling", "factor"), [("sqrt", 2**0.5), ("none", 1.0)])
+def test_lr_scaling_follows_the_world_size(scaling, factor, mnist_root, tmp_path):
+    args = [*CPU2, "--trainer.strategy=ddp", f"--model.lr_scaling={scaling}", "--model.lr=0.01"]
+    args += ["--trainer.callbacks+=LearningRateMonitor", "--test_after_fit=false"]
+    result = run_process("fit", *args, f"--data.root={mnist_root}", cwd=tmp_path)
+    check(result)
+    assert f"with {scaling} scaling to world size 2" in result.stderr + result.stdout
+    first_lr = logged(run_folder(tmp_path))["lr-SGD"][0]
+    assert first_lr == pytest.approx(0.01 * factor)
+
+
+def test_slurm_script_trains_on_two_tasks(mnist_root, tmp_path):
+    """scripts/slurm.sbatch as sbatch would run it on one node with 2 tasks (srun stood in for)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").symlink_to(ROOT / "tests" / "helpers" / "fake_srun")
+    slurm = {"SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_NNODES": "1", "SLURM_JOB_ID": "4242"}
+    slurm |= {"SLURM_JOB_NAME": "app-fit", "SLURM_NODELIST": "localhost", "MASTER_PORT": str(free_port())}
+    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]])
+    env = {**app_env(), **slurm, "PATH": path}
+    args = [*SHRINK, "--trainer.accelerator=cpu", f"--data.root={mnist_root}", "--test_after_fit=false"]
+    command = ["bash", str(ROOT / "scripts" / "slurm.sbatch"), *args, probe(tmp_path / "probe")]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    check(result)
+    # Lightning joined SLURM's 2 tasks instead of launching processes of its own.
+    assert (result.stdout + result.stderr).count("Initializing distributed: GLOBAL_RANK") == 2
+    end = [load_probe(tmp_path / "probe", "end", rank) for rank in (0, 1)]
+    assert end[0]["world_size"] == 2 and max_difference(end[0]["weights"], end[1]["weights"]) == 0
+    assert "#SBATCH --signal=SIGUSR1@90" in (ROOT / "scripts" / "slurm.sbatch").read_text()
+
+
+def test_fsdp_on_cpu_is_one_clear_line(tmp_path):
+    result = run_process("fit", *CPU2, "--trainer.strategy=fsdp", cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "error: The strategy `fsdp` requires a GPU accelerator" in result.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="FSDP needs a GPU")
+@pytest.mark.parametrize("net", ["MnistCNN", "ResNet"])
+def test_fsdp_trains_our_modules_on_gpu(net, mnist_root, tmp_path):
+    devices = f"--trainer.devices={min(2, torch.cuda.device_count())}"
+    args = ["--trainer.accelerator=gpu", devices, "--trainer.strategy=fsdp", f"--model.net={net}"]
+    check(run_process("fit", *args, f"--data.root={mnist_root}", cwd=tmp_path))
+    assert 0 <= logged(run_folder(tmp_path))["test/acc"][-1] <= 1
+
+
+def test_sync_batchnorm_flag_makes_two_processes_match_one_with_resnet(mnist_root, tmp_path):
+    """ResNet has BatchNorm: with --trainer.sync_batchnorm each rank normalizes over the global batch."""
+    common = [f"--data.root={mnist_root}", "--model.net=ResNet", "--model.net.depth=8"]
+    common += ["--test_after_fit=false"]
+    one = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--data.batch_size=128", "--model.lr=0.02"]
+    check(run_process("fit", *one, *common, probe(tmp_path / "one"), cwd=tmp_path))
+    two = [*CPU2, "--data.batch_size=64", "--model.lr=0.01", *common, probe(tmp_path / "two")]
+    check(run_process("fit", *two, configs=("configs/ddp.yaml",), cwd=tmp_path))
+    single, ranks = (
+        load_probe(tmp_path / "one", "end", 0),
+        [load_probe(tmp_path / "two", "end", r) for r in (0, 1)],
+    )
+    assert max_difference(ranks[0]["weights"], ranks[1]["weights"]) == 0
+    # float32: the synced variance comes from sums of squares, BatchNorm's kernel computes it otherwise.
+    assert max_difference(ranks[0]["weights"], single["weights"]) < 3e-5
+    assert any(key.endswith("running_var") for key in single["weights"])

@@ -1,0 +1,66 @@
+"""A rank that fails under ddp ends the whole job, fast: no process is left waiting for it.
+
+Two gloo processes train; :mod:`faults` makes one of them raise, die or hang at step 2. The job
+must exit non-zero and leave nothing running: it ends when the last process holding its output
+does, so an orphaned rank shows up as a timeout here, not as a stray process.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from helpers.cli import app_command, app_env
+
+pytestmark = pytest.mark.distributed
+
+COLLECTIVE_TIMEOUT = 10  # seconds
+DDP2 = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
+
+
+def run_with_fault(fault: str, rank: int, data_root, folder) -> tuple[subprocess.CompletedProcess, float]:
+    """The job's result, and the seconds from the fault to the exit of its last process."""
+    callback = {"class_path": f"helpers.faults.{fault}", "init_args": {"folder": str(folder), "rank": rank}}
+    args = [*DDP2, f"--data.root={data_root}", "--test_after_fit=false", "--data.batch_size=32"]
+    args += [
+        f"--trainer.collective_timeout={COLLECTIVE_TIMEOUT}",
+        f"--trainer.callbacks+={json.dumps(callback)}",
+    ]
+    command = app_command("fit", *args)
+    # Its own session, so that every process it starts, orphans included, can be killed at the end.
+    job = subprocess.Popen(
+        command, cwd=folder, env=app_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        stdout, stderr = job.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        stdout, stderr = job.communicate()
+        pytest.fail(f"the job or one of its ranks still ran 120 s after its start:\n{stderr[-3000:]}")
+    ended = time.time()
+    stamp = folder / f"fault-rank{rank}"
+    assert stamp.is_file(), f"the fault never struck:\n{stderr[-3000:]}"
+    return subprocess.CompletedProcess(command, job.returncode, stdout, stderr), ended - float(
+        stamp.read_text()
+    )
+
+
+@pytest.mark.parametrize("rank", [1, 0])
+@pytest.mark.parametrize("fault", ["FaultRaise", "FaultKill"])
+def test_a_rank_that_raises_or_dies_ends_the_job_within_30_s(fault, rank, mnist_root, tmp_path):
+    result, seconds = run_with_fault(fault, rank, mnist_root, tmp_path)
+    assert result.returncode != 0
+    assert seconds < 30, f"{seconds:.1f} s from the fault to the end of the job"
+    if fault == "FaultRaise":
+        assert f"fault injected on rank {rank}" in result.stderr
+
+
+@pytest.mark.parametrize("rank", [1, 0])
+def test_a_rank_that_hangs_ends_the_job_within_the_collective_timeout(rank, mnist_root, tmp_path):
+    result, seconds = run_with_fault("FaultHang", rank, mnist_root, tmp_path)
+    assert result.returncode != 0
+    # The other rank waits COLLECTIVE_TIMEOUT for it, then fails; the rest is exiting.
+    assert COLLECTIVE_TIMEOUT <= seconds < COLLECTIVE_TIMEOUT + 20, f"{seconds:.1f} s"

@@ -1,0 +1,158 @@
+"""Resume and what can go wrong around checkpoints: SIGTERM, torn files, a NaN loss, a full disk."""
+
+import hashlib
+import json
+import resource
+import signal
+import subprocess
+
+import torch
+from helpers.cli import run_process, callback, app_command, app_env, check, load_probe, max_difference, probe, run_app, run_folder
+
+# 512 training samples at batch 64: 8 steps per epoch, 16 in all.
+TWO_EPOCHS = [
+    "--trainer.max_epochs=2",
+    "--trainer.limit_train_batches=1.0",
+    "--data.batch_size=64",
+    "--test_after_fit=false",
+    "--last_checkpoint.every_n_steps=3",
+]
+
+
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_resume_after_sigterm_ends_with_the_weights_of_an_uninterrupted_run(mnist_root, tmp_path):
+    data = f"--data.root={mnist_root}"
+    check(run_app("fit", *TWO_EPOCHS, data, probe(tmp_path / "whole"), cwd=tmp_path / "whole"))
+    whole = load_probe(tmp_path / "whole", "end", 0)
+    assert whole["global_step"] == 16
+    cut = tmp_path / "cut"
+    # Step 8: at the epoch boundary; step 5: mid-epoch, resumed at its first unseen batch.
+    for step in (8, 5):
+        result = run_process(
+            "fit", *TWO_EPOCHS, data, callback("helpers.stops.SigtermAt", step=step), cwd=cut / str(step)
+        )
+        assert result.returncode == 143, result.stderr[-2000:]
+        assert result.stderr.strip().splitlines()[-1].startswith("stopped by SIGTERM: saved ")
+        last = run_folder(cut / str(step)) / "checkpoints" / "last.ckpt"
+        assert torch.load(last, weights_only=True)["global_step"] == step
+        resumed = run_app(
+            "fit", *TWO_EPOCHS, data, "--ckpt_path=last", probe(cut / f"probe{step}"), cwd=cut / str(step)
+        )
+        check(resumed)
+        assert f"resuming from {last.relative_to(cut / str(step))}" in resumed.stderr
+        end = load_probe(cut / f"probe{step}", "end", 0)
+        assert end["global_step"] == 16
+        assert max_difference(end["weights"], whole["weights"]) == 0, f"SIGTERM at step {step}"
+    # Each resume continued its own run: no second version folder.
+    assert not list(cut.glob("*/runs/*/version_1"))
+
+
+def test_last_skips_a_torn_checkpoint_and_names_it(mnist_root, tmp_path):
+    data = f"--data.root={mnist_root}"
+    check(run_app("fit", data, "--test_after_fit=false", cwd=tmp_path))
+    run = run_folder(tmp_path)
+    last = run / "checkpoints" / "last.ckpt"
+    best = next((run / "checkpoints").glob("best-*.ckpt"))
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # a save cut short without atomic writes
+    last.touch()
+    resumed = run_app("fit", data, "--trainer.max_epochs=2", "--ckpt_path=last", cwd=tmp_path)
+    check(resumed)
+    assert f"skipping {last.relative_to(tmp_path)}: not a complete checkpoint" in resumed.stderr
+    assert f"resuming from {best.relative_to(tmp_path)}" in resumed.stderr
+    assert torch.load(last, weights_only=True)["global_step"] == 8  # rewritten whole by the resumed run
+
+    last.write_bytes(b"PK\x03\x04 not really a checkpoint")
+    result = run_app("test", f"--ckpt_path={last}", data, cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: --ckpt_path {last} is not a complete checkpoint (cut short or corrupt); "
+        "--ckpt_path last picks the newest intact one"
+    )
+
+
+def test_runs_get_their_own_folders_and_last_means_the_newest(mnist_root, tmp_path):
+    data = f"--data.root={mnist_root}"
+    for _ in range(2):
+        check(run_app("fit", data, "--test_after_fit=false", cwd=tmp_path))
+    check(run_app("fit", data, "--test_after_fit=false", "--name=mine", cwd=tmp_path))
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("runs/*/*")) == [
+        "runs/MNIST-MnistCNN/version_0",
+        "runs/MNIST-MnistCNN/version_1",
+        "runs/mine/version_0",
+    ]
+    resumed = run_app("fit", data, "--trainer.max_epochs=2", "--ckpt_path=last", cwd=tmp_path)
+    check(resumed)
+    assert "resuming from runs/MNIST-MnistCNN/version_1/checkpoints/" in resumed.stderr
+
+
+def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_checkpoint(mnist_root, tmp_path):
+    result = run_app(
+        "fit", *TWO_EPOCHS, f"--data.root={mnist_root}", callback("helpers.stops.NanAt", step=7), cwd=tmp_path
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    last = run_folder(tmp_path) / "checkpoints" / "last.ckpt"
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: the training loss is nan at step 8; "
+        f"the last good checkpoint is {last.relative_to(tmp_path)}; "
+        "lower --model.lr (or check the data) and resume with --ckpt_path last"
+    )
+    saved = torch.load(last, weights_only=True)
+    assert saved["global_step"] == 6
+    assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
+
+
+def test_nan_loss_between_log_steps_is_caught_before_the_next_checkpoint(mnist_root, tmp_path):
+    """The loss is read every 50 steps only, but no checkpoint is written after a bad step."""
+    args = [*TWO_EPOCHS, "--trainer.log_every_n_steps=50", f"--data.root={mnist_root}"]
+    result = run_app("fit", *args, callback("helpers.stops.NanAt", step=3), cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: the training loss is nan at step 4; ")
+    saved = torch.load(run_folder(tmp_path) / "checkpoints" / "last.ckpt", weights_only=True)
+    assert saved["global_step"] == 3  # the save at step 6 was refused
+    assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
+
+
+def test_nan_loss_on_one_rank_stops_every_rank_at_its_step(mnist_root, tmp_path):
+    ddp = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
+    args = [*TWO_EPOCHS, *ddp, "--data.batch_size=32", f"--data.root={mnist_root}"]
+    result = run_process("fit", *args, callback("helpers.stops.NanAt", step=3, rank=1), cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    # Rank 0's own loss turns NaN one step later, through the averaged gradients.
+    assert "error: the training loss is not finite on another rank at step 4; " in result.stderr
+    saved = torch.load(run_folder(tmp_path) / "checkpoints" / "last.ckpt", weights_only=True)
+    assert saved["global_step"] == 3
+    assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
+
+
+def test_full_disk_while_saving_keeps_the_previous_checkpoint(mnist_root, tmp_path):
+    data = f"--data.root={mnist_root}"
+    check(run_app("fit", data, "--test_after_fit=false", cwd=tmp_path))
+    last = run_folder(tmp_path) / "checkpoints" / "last.ckpt"
+    before = digest(last)
+
+    def small_disk() -> None:
+        # Files may not grow past 200 kB (a checkpoint is 1.2 MB): writes fail as on a full disk.
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+    command = app_command("fit", data, "--trainer.max_epochs=2", "--ckpt_path=last", "--test_after_fit=false")
+    result = subprocess.run(
+        command,
+        cwd=tmp_path,
+        env=app_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=small_disk,
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: could not write checkpoint ")
+    assert line.endswith(
+        "(disk full? free space or pass another --trainer.default_root_dir); the previous one is kept"
+    )
+    assert digest(last) == before
+    assert [p.name for p in last.parent.iterdir() if ".tmp-" in p.name] == []

@@ -1,0 +1,142 @@
+"""Bad input ends in one line on stderr that names the culprit and the fix, a non-zero exit, no traceback.
+
+Every case runs ``python -m app`` as a user would; files that are bad input are left as they were.
+"""
+
+import pytest
+from helpers.cli import run_app, run_process
+from helpers.data_files import write_cifar, write_image_folder, write_mnist
+
+CPU2_DDP = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
+
+
+def error_line(result) -> str:
+    """The line the user is told: checks that the run failed cleanly, and returns its last stderr line."""
+    assert result.returncode != 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr and "usage:" not in result.stderr, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: "), result.stderr[-3000:]
+    return last
+
+
+def test_a_cut_mnist_file_is_named_not_downloaded_over(tmp_path):
+    path = write_mnist(tmp_path / "data") / "MNIST" / "raw" / "train-images-idx3-ubyte"
+    cut = path.read_bytes()[:200_000]
+    path.write_bytes(cut)
+    # --data.download is on (the default): the file is there, so nothing may be fetched over it.
+    line = error_line(run_app("fit", f"--data.root={tmp_path / 'data'}", cwd=tmp_path))
+    assert line == (
+        f"error: {path} is damaged (200000 bytes where its header announces 501776): delete it and run "
+        "again to download it anew (--data.download true), or copy an intact one there"
+    )
+    assert path.read_bytes() == cut
+
+
+def test_a_cut_cifar_batch_is_named(tmp_path):
+    path = write_cifar(tmp_path / "data") / "cifar-10-batches-py" / "data_batch_2"
+    path.write_bytes(path.read_bytes()[:5000])
+    args = ["--data=CIFAR10DataModule", f"--data.root={tmp_path / 'data'}", "--data.verify=false"]
+    line = error_line(run_app("fit", *args, "--model.net=CifarCNN", cwd=tmp_path))
+    assert line.startswith(f"error: {path} is damaged (not a whole pickle: ") and "delete it" in line
+
+
+def test_a_cifar_checksum_mismatch_is_one_line_and_overwrites_nothing(tmp_path):
+    folder = write_cifar(tmp_path / "data") / "cifar-10-batches-py"  # our own pickles: other md5 sums
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    args = ["--data=CIFAR10DataModule", f"--data.root={tmp_path / 'data'}", "--model.net=CifarCNN"]
+    line = error_line(run_app("fit", *args, cwd=tmp_path))
+    assert line.startswith(f"error: {folder / 'data_batch_1'} is damaged (not the official CIFAR-10 file")
+    assert line.endswith("if you re-packed the batches yourself, pass --data.verify false")
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_an_unreadable_image_is_named(workers, tmp_path):
+    """With workers the DataLoader re-raises the error with the worker's traceback as its message."""
+    root = write_image_folder(tmp_path / "images")
+    bad = root / "train" / "class_1" / "broken.png"
+    bad.write_bytes(b"not a png")
+    args = ["--data=ImageFolderDataModule", f"--data.root={root}", "--data.batch_size=8"]
+    line = error_line(run_app("fit", *args, f"--data.num_workers={workers}", cwd=tmp_path))
+    assert line == f"error: cannot read the image {bad} (not an image format PIL reads): delete or replace it"
+
+
+@pytest.mark.parametrize(
+    ("layout", "expected"),
+    [
+        ({}, "no class folders in {train}: put your images in {train}/<class name>/"),
+        ({"cat": 3}, "only one class folder in {train} (cat): a classifier needs two or more"),
+        ({"cat": 3, "dog": 0}, "{train}: Found no valid file for the classes dog."),
+    ],
+)
+def test_an_image_folder_without_classes_or_images_is_one_line(layout, expected, tmp_path):
+    train = tmp_path / "images" / "train"
+    train.mkdir(parents=True)
+    for name, count in layout.items():
+        (train / name).mkdir()
+        for i in range(count):
+            (train / name / f"{i}.png").touch()  # never read: the layout is refused first
+    args = ["--data=ImageFolderDataModule", f"--data.root={tmp_path / 'images'}", "--data.batch_size=2"]
+    line = error_line(run_app("fit", *args, cwd=tmp_path))
+    assert line.startswith("error: " + expected.format(train=train))
+
+
+@pytest.mark.parametrize(
+    ("args", "share"),
+    [
+        ([], "512 samples (512 over 1 process)"),
+        pytest.param(CPU2_DDP, "256 samples (512 over 2 processes)", marks=pytest.mark.distributed),
+    ],
+)
+def test_a_batch_larger_than_a_process_share_is_one_line(args, share, mnist_root, tmp_path):
+    """640 samples, 128 of them held out for validation: 512 to train on, split over the processes."""
+    run_cli = run_process if args else run_app
+    result = run_cli("fit", *args, f"--data.root={mnist_root}", "--data.batch_size=1000", cwd=tmp_path)
+    size = share.split()[0]
+    assert error_line(result) == (
+        f"error: --data.batch_size 1000 is larger than the training set of each process: {share}; "
+        f"pass --data.batch_size {size} or less"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "config", "expected"),
+    [
+        (["--trainer.devices=0"], None, "error: `Trainer(devices='0')` value is not a valid input"),
+        (["--model.lrr=0.1"], None, "error: unrecognized arguments: --model.lrr=0.1"),
+        (
+            ["--data.batch_size=abc"],
+            None,
+            """error: Parser key "data": Problem with given class_path 'data.MNISTDataModule': """
+            """Parser key "batch_size": Expected a <class 'int'>. Got value: abc""",
+        ),
+        ([], "model:\n  lr: [0.1\n", "error: Problems parsing config: while parsing a flow sequence in line"),
+        ([], "model:\n  lrr: 0.1\n", "error: Subcommand 'fit' does not accept option 'model.lrr'"),
+    ],
+    ids=["devices=0", "unknown-flag", "wrong-type", "bad-yaml", "config-key-typo"],
+)
+def test_a_bad_flag_or_config_is_one_line(args, config, expected, tmp_path):
+    if config is not None:
+        (tmp_path / "my.yaml").write_text(config)
+        args = [*args, f"--config={tmp_path / 'my.yaml'}"]
+    result = run_app("fit", *args, shrink=False, cwd=tmp_path)
+    assert error_line(result).startswith(expected)
+    if config is not None or args[0].startswith(("--model", "--data")):
+        assert result.stderr.strip() == error_line(result)  # jsonargparse's usage is not printed
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--model.warmup_ratio=1.5"], "error: model.warmup_ratio must be in [0, 1), got 1.5"),
+        (
+            ["--model.net=ResNet", "--model.net.depth=10"],
+            "error: ResNet depth must be 6n + 2 with n >= 1 (8, 14, 20, ...), got 10",
+        ),
+    ],
+    ids=["warmup", "depth"],
+)
+def test_a_value_a_class_rejects_is_one_line(args, expected, tmp_path):
+    result = run_app("fit", *args, shrink=False, cwd=tmp_path)
+    assert result.returncode == 1
+    assert error_line(result) == expected

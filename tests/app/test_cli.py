@@ -1,0 +1,131 @@
+"""``python -m app`` as users run it: a real subprocess on data in the real formats."""
+
+import pytest
+from helpers.cli import ROOT, check, logged, run_app, run_folder
+
+PRESETS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").glob("*.yaml"))
+
+
+def test_fit_saves_checkpoints_that_test_validate_and_predict_reload(mnist_root, tmp_path):
+    check(run_app("fit", f"--data.root={mnist_root}", cwd=tmp_path))
+    run = run_folder(tmp_path)
+    checkpoints = sorted(p.name for p in (run / "checkpoints").iterdir())
+    assert checkpoints[-1] == "last.ckpt" and checkpoints[0].startswith("best-epoch00")
+    fit_metrics = logged(run)
+    assert {"train/loss", "val/loss", "val/acc", "test/loss", "test/acc"} <= fit_metrics.keys()
+
+    best = run / "checkpoints" / checkpoints[0]
+    check(run_app("test", f"--ckpt_path={best}", configs=(str(run / "config.yaml"),), cwd=tmp_path))
+    # fit ends by testing its best checkpoint: the reloaded one scores exactly the same; an
+    # evaluation of a run's checkpoint logs to that run.
+    assert logged(run)["test/acc"] == fit_metrics["test/acc"] * 2
+    check(run_app("validate", f"--ckpt_path={best}", configs=(str(run / "config.yaml"),), cwd=tmp_path))
+    assert logged(run)["val/acc"] == fit_metrics["val/acc"] * 2
+    assert not (tmp_path / "runs" / run.parent.name / "version_1").exists()
+    check(run_app("predict", f"--ckpt_path={best}", configs=(str(run / "config.yaml"),), cwd=tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("configs", "args", "root"),
+    [
+        (("configs/cifar10.yaml",), ["--data.verify=false"], "cifar10_root"),
+        (("configs/cifar10_resnet.yaml",), ["--data.verify=false", "--model.net.depth=8"], "cifar10_root"),
+        ((), ["--data=CIFAR100DataModule", "--data.verify=false", "--model.net=CifarCNN"], "cifar100_root"),
+        (
+            (),
+            [
+                "--data=ImageFolderDataModule",
+                "--data.batch_size=16",  # of 29 training images
+                "--model.net=ResNet",
+                "--model.net.depth=8",
+            ],
+            "image_folder_root",
+        ),
+        (("configs/fashion_mnist.yaml",), ["--model.net=CifarCNN"], "fashion_mnist_root"),
+        (("configs/fashion_mnist_93.yaml",), [], "fashion_mnist_root"),
+    ],
+)
+def test_any_net_trains_on_any_dataset(configs, args, root, request, tmp_path):
+    data_root = request.getfixturevalue(root)
+    check(run_app("fit", *args, f"--data.root={data_root}", configs=configs, cwd=tmp_path))
+    assert 0 <= logged(run_folder(tmp_path))["test/acc"][-1] <= 1
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_parses(preset, tmp_path):
+    result = run_app("fit", "--print_config", configs=(preset,), shrink=False, cwd=tmp_path)
+    check(result)
+    assert "class_path: data." in result.stdout and "class_path: models." in result.stdout
+
+
+def test_presets_stack(tmp_path):
+    result = run_app(
+        "fit",
+        "--print_config",
+        configs=("configs/cifar10_resnet.yaml", "configs/ddp.yaml"),
+        shrink=False,
+        cwd=tmp_path,
+    )
+    check(result)
+    assert "class_path: models.ResNet" in result.stdout and "strategy: ddp" in result.stdout
+    assert "sync_batchnorm: true" in result.stdout
+
+
+def test_print_config_round_trips(tmp_path):
+    first = run_app(
+        "fit",
+        "--print_config",
+        "--model.lr=0.2",
+        configs=("configs/cifar10_resnet.yaml",),
+        shrink=False,
+        cwd=tmp_path,
+    )
+    check(first)
+    saved = tmp_path / "printed.yaml"
+    saved.write_text(first.stdout)
+    second = run_app("fit", "--print_config", configs=(str(saved),), shrink=False, cwd=tmp_path)
+    check(second)
+    assert second.stdout == first.stdout and "lr: 0.2" in first.stdout
+
+
+def test_missing_data_is_one_clear_line(tmp_path):
+    result = run_app("fit", f"--data.root={tmp_path / 'empty'}", "--data.download=false", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: MNIST not found in ") and "--data.download true" in last
+
+
+def test_more_gpus_than_present_is_one_clear_line(tmp_path):
+    result = run_app("fit", "--trainer.accelerator=gpu", "--trainer.devices=2", cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "gpu" in last.lower()
+
+
+def test_progress_bar_shows_images_per_second(mnist_root, tmp_path):
+    """Ours redraws every 50 steps (Lightning's redraws every step) and counts images, not batches."""
+    result = run_app("fit", f"--data.root={mnist_root}", "--trainer.enable_progress_bar=true", cwd=tmp_path)
+    check(result)
+    output = result.stdout + result.stderr
+    assert "━" in output and " img/s" in output and "it/s" not in output
+
+
+def test_a_checkpoint_is_evaluated_with_the_config_of_its_run(cifar10_root, tmp_path):
+    """No --config: `test --ckpt_path` reads the run's config.yaml, so a ResNet on CIFAR stays one."""
+    data = [f"--data.root={cifar10_root}", "--data.verify=false"]
+    check(
+        run_app(
+            "fit",
+            *data,
+            "--model.net=ResNet",
+            "--model.net.depth=8",
+            configs=("configs/cifar10.yaml",),
+            cwd=tmp_path,
+        )
+    )
+    run = run_folder(tmp_path)
+    best = next((run / "checkpoints").glob("best-*.ckpt"))
+    check(run_app("test", f"--ckpt_path={best}", *data, cwd=tmp_path))
+    first, again = logged(run)["test/acc"]
+    assert again == first

@@ -1,0 +1,54 @@
+"""``export``: the checkpoint's model as ONNX or TorchScript, giving PyTorch's logits at any batch size."""
+
+import warnings
+from pathlib import Path
+
+import onnxruntime
+import pytest
+import torch
+from helpers.cli import check, run_app, run_folder
+
+from models import ImageClassifier, ResNet
+
+# BatchNorm (must export in eval mode) and NHWC weights: the harder case of our networks.
+NET = ["--model.net=ResNet", "--model.net.depth=8", "--model.channels_last=true"]
+
+
+@pytest.fixture(scope="module")
+def trained(mnist_root, tmp_path_factory) -> tuple[Path, Path]:
+    """The folder of a tiny fit run and its last checkpoint."""
+    cwd = tmp_path_factory.mktemp("export")
+    check(run_app("fit", *NET, f"--data.root={mnist_root}", "--test_after_fit=false", cwd=cwd))
+    return cwd, run_folder(cwd) / "checkpoints" / "last.ckpt"
+
+
+def pytorch_logits(ckpt: Path, images: torch.Tensor) -> torch.Tensor:
+    model = ImageClassifier(ResNet(in_channels=1, num_classes=10, image_size=28, depth=8), channels_last=True)
+    model.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"])
+    with torch.no_grad():
+        return model.eval()(images)
+
+
+def test_onnx_file_next_to_the_checkpoints_matches_pytorch(trained):
+    cwd, ckpt = trained
+    check(run_app("export", f"--ckpt_path={ckpt}", cwd=cwd))
+    path = ckpt.parent.parent / "model.onnx"
+    assert sorted(p.name for p in path.parent.glob("model*")) == ["model.onnx"]  # weights inside
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    images = torch.randn(5, 1, 28, 28, generator=torch.Generator().manual_seed(0))  # exported with 2
+    (logits,) = session.run(["logits"], {"images": images.numpy()})
+    torch.testing.assert_close(torch.from_numpy(logits), pytorch_logits(ckpt, images), atol=1e-4, rtol=0)
+
+
+def test_torchscript_file_matches_pytorch(trained, tmp_path):
+    cwd, ckpt = trained
+    output = tmp_path / "serving" / "classifier.pt"
+    check(run_app("export", f"--ckpt_path={ckpt}", "--format=torchscript", f"--output={output}", cwd=cwd))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`torch\.jit\.load` is deprecated")
+        module = torch.jit.load(output)
+    for batch in (1, 7):
+        images = torch.randn(batch, 1, 28, 28, generator=torch.Generator().manual_seed(batch))
+        with torch.no_grad():
+            logits = module(images)
+        torch.testing.assert_close(logits, pytorch_logits(ckpt, images), atol=1e-4, rtol=0)

@@ -1,0 +1,172 @@
+"""Running ``python -m app`` from a test: in this process, or as a real subprocess where the process
+boundary is what is tested (launchers, signals, kills). Both shrink the run the same way."""
+
+import csv
+import io
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTS = ROOT / "tests"
+SHRINK = [
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=4",
+    "--trainer.log_every_n_steps=1",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false",
+    "--data.num_workers=0",
+    "--data.val_size=0.2",
+    "--trainer.logger=CSVLogger",
+]
+
+
+@dataclass
+class Result:
+    """What a run of the CLI left: its exit status and its output, as a subprocess would report them."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def app_args(subcommand: str, *args: str, configs: tuple[str, ...] = (), shrink: bool = True) -> list[str]:
+    """``SUBCOMMAND --config C.. [SHRINK] ARGS``."""
+    return [subcommand, *(f"--config={ROOT / c}" for c in configs), *(SHRINK if shrink else []), *args]
+
+
+def app_command(subcommand: str, *args: str, launcher: tuple[str, ...] = (), **options) -> list[str]:
+    """``[LAUNCHER] python -m app ...``; LAUNCHER e.g. torchrun's module and flags."""
+    return [sys.executable, *launcher, "-m", "app", *app_args(subcommand, *args, **options)]
+
+
+def app_env() -> dict[str, str]:
+    """The environment of a CLI subprocess: the project and ``tests/`` (for test callbacks) importable."""
+    return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}", "PYTHONWARNINGS": "ignore"}
+
+
+def run_process(subcommand: str, *args: str, cwd: Path, timeout: int = 300, **options) -> Result:
+    """Run :func:`app_command` as a subprocess in ``cwd``, where its ``runs/`` land."""
+    command = app_command(subcommand, *args, **options)
+    cwd.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(command, cwd=cwd, env=app_env(), capture_output=True, text=True, timeout=timeout)
+    return Result(done.returncode, done.stdout, done.stderr)
+
+
+def run_app(
+    subcommand: str, *args: str, cwd: Path, configs: tuple[str, ...] = (), shrink: bool = True
+) -> Result:
+    """Run the CLI's ``main`` in this process, in ``cwd``, as a subprocess would run it.
+
+    The output is caught at the file descriptors (Lightning's and wandb's handlers hold their own
+    streams), and the working folder and environment are put back afterwards. An exception that
+    escapes ``main`` becomes exit status 1 with its traceback on stderr, as in a real process.
+    """
+    from app.cli import main
+
+    cwd.mkdir(parents=True, exist_ok=True)
+    saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
+    handlers = [
+        h for name in ("lightning.pytorch", "lightning.fabric") for h in logging.getLogger(name).handlers
+    ]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        streams = sys.stdout, sys.stderr, [h.stream for h in handlers]
+        sys.stdout.flush()
+        sys.stderr.flush()
+        fds = os.dup(1), os.dup(2)
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        sys.stdout = io.TextIOWrapper(os.fdopen(os.dup(1), "wb"), line_buffering=True)
+        sys.stderr = io.TextIOWrapper(os.fdopen(os.dup(2), "wb"), line_buffering=True)
+        for handler in handlers:
+            handler.stream = sys.stderr
+        # Where no handler of Lightning's or ours takes a record, a process prints it on stderr.
+        fallback = logging.StreamHandler(sys.stderr)
+        logging.root.addHandler(fallback)
+        code = 0
+        try:
+            os.chdir(cwd)
+            sys.argv = ["app"]  # as `python -m app` has it; the arguments go to main
+            main(app_args(subcommand, *args, configs=configs, shrink=shrink))
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
+            if isinstance(exit.code, str):
+                sys.stderr.write(exit.code + "\n")
+        except Exception:
+            traceback.print_exc(file=sys.stderr)
+            code = 1
+        finally:
+            os.chdir(saved_cwd)
+            sys.argv = saved_argv
+            os.environ.clear()
+            os.environ.update(saved_env)
+            sys.stdout.close()
+            sys.stderr.close()
+            sys.stdout, sys.stderr, old = streams
+            logging.root.removeHandler(fallback)
+            for handler, stream in zip(handlers, old, strict=True):
+                handler.stream = stream
+            os.dup2(fds[0], 1)
+            os.dup2(fds[1], 2)
+            os.close(fds[0])
+            os.close(fds[1])
+        out.seek(0)
+        err.seek(0)
+        return Result(code, out.read().decode(errors="replace"), err.read().decode(errors="replace"))
+
+
+def run_folder(cwd: Path, version: int = 0) -> Path:
+    """The folder ``runs/NAME/version_N`` of the one run name used under ``cwd``."""
+    (found,) = (cwd / "runs").glob(f"*/version_{version}")
+    return found
+
+
+def logged(run: Path) -> dict[str, list[float]]:
+    """Every metric a run's CSVLogger wrote, in order."""
+    values: dict[str, list[float]] = {}
+    with open(run / "metrics.csv") as f:
+        for row in csv.DictReader(f):
+            for key, value in row.items():
+                if value and key not in ("epoch", "step"):
+                    values.setdefault(key, []).append(float(value))
+    return values
+
+
+def check(result: Result) -> None:
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def max_difference(a: dict, b: dict) -> float:
+    """Largest absolute difference between two state dicts with the same keys."""
+    assert a.keys() == b.keys()
+    return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
+
+
+def callback(class_path: str, **init_args) -> str:
+    """The flag that adds the callback ``class_path`` (e.g. ``helpers.stops.NanAt``) to a run."""
+    return f"--trainer.callbacks+={json.dumps({'class_path': class_path, 'init_args': init_args})}"
+
+
+def probe(folder: Path) -> str:
+    """The flag that adds a :class:`helpers.weights_probe.WeightsProbe` writing to ``folder``."""
+    return callback("helpers.weights_probe.WeightsProbe", folder=str(folder))
+
+
+def load_probe(folder: Path, moment: str, rank: int) -> dict:
+    """What the probe saved for ``rank`` at ``moment`` (start or end)."""
+    return torch.load(folder / f"{moment}-rank{rank}.pt", weights_only=True)

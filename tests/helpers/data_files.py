@@ -1,0 +1,67 @@
+"""Data sets written in their real on-disk formats, with labels a small network can learn."""
+
+import pickle
+import struct
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+
+def learnable_images(
+    n: int, size: int, channels: int, classes: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """uint8 images (n, size, size, channels) whose label is where a bright square sits."""
+    rng = np.random.default_rng(seed)
+    labels = np.arange(n) % classes
+    rng.shuffle(labels)
+    images = rng.integers(0, 60, (n, size, size, channels), dtype=np.uint8)
+    side = size // 4
+    for image, label in zip(images, labels, strict=True):
+        row, col = divmod(int(label) % 16, 4)
+        image[row * side : (row + 1) * side, col * side : (col + 1) * side] = 255
+    return images, labels.astype(np.uint8)
+
+
+def write_idx(path: Path, array: np.ndarray) -> None:
+    """The IDX format of MNIST: magic (0, 0, uint8 code 8, ndim), big-endian dims, bytes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = struct.pack(">BBBB", 0, 0, 8, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    path.write_bytes(header + array.astype(np.uint8).tobytes())
+
+
+def write_mnist(root: Path, folder: str = "MNIST", n_train: int = 640, n_test: int = 251) -> Path:
+    for prefix, n, seed in (("train", n_train, 0), ("t10k", n_test, 1)):
+        images, labels = learnable_images(n, 28, 1, 10, seed)
+        write_idx(root / folder / "raw" / f"{prefix}-images-idx3-ubyte", images[..., 0])
+        write_idx(root / folder / "raw" / f"{prefix}-labels-idx1-ubyte", labels)
+    return root
+
+
+def write_cifar(root: Path, classes: int = 10, n_train: int = 500, n_test: int = 200) -> Path:
+    """CIFAR's python pickles: rows of 3072 bytes (R, G, B planes) and a list of labels."""
+    cifar10 = classes == 10
+    folder = root / ("cifar-10-batches-py" if cifar10 else "cifar-100-python")
+    folder.mkdir(parents=True)
+    label_key = "labels" if cifar10 else "fine_labels"
+    train_files = [f"data_batch_{i}" for i in range(1, 6)] if cifar10 else ["train"]
+    images, labels = learnable_images(n_train + n_test, 32, 3, classes, seed=2)
+    rows = images.transpose(0, 3, 1, 2).reshape(len(images), -1)
+    parts = [*np.array_split(np.arange(n_train), len(train_files)), np.arange(n_train, n_train + n_test)]
+    for name, idx in zip([*train_files, "test_batch" if cifar10 else "test"], parts, strict=True):
+        batch = {"data": rows[idx], label_key: labels[idx].tolist()}
+        (folder / name).write_bytes(pickle.dumps(batch))
+    names = [f"class{i}" for i in range(classes)]
+    meta = {"label_names": names} if cifar10 else {"fine_label_names": names}
+    (folder / ("batches.meta" if cifar10 else "meta")).write_bytes(pickle.dumps(meta))
+    return root
+
+
+def write_image_folder(root: Path, classes: int = 3, per_class: int = 12, size: int = 20) -> Path:
+    for split, seed in (("train", 3), ("test", 4)):
+        images, labels = learnable_images(classes * per_class, size, 3, classes, seed)
+        for i, (image, label) in enumerate(zip(images, labels, strict=True)):
+            path = root / split / f"class_{label}" / f"{i}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(image).save(path)
+    return root

@@ -1,0 +1,27 @@
+"""A callback that writes down what the Trainer runs: its callbacks and its checkpoint plugin."""
+
+import json
+from pathlib import Path
+
+from lightning import Callback, LightningModule, Trainer
+
+
+class TrainerProbe(Callback):
+    """Writes ``FILE``: the class paths of the Trainer's callbacks and of its checkpoint I/O plugin.
+
+    Args:
+        file: the JSON file written when fit starts.
+    """
+
+    def __init__(self, file: str) -> None:
+        self.file = Path(file)
+
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        def path(obj: object) -> str:
+            return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+        ran = {
+            "callbacks": [path(c) for c in trainer.callbacks],
+            "checkpoint_io": path(trainer.strategy.checkpoint_io),
+        }
+        self.file.write_text(json.dumps(ran))
