@@ -1,4 +1,4 @@
-"""``python -m benchmarks``: the template against a plain loop and a seed-style loop, side by side.
+"""``python -m benchmarks``: the template against a plain loop and a script-style loop, side by side.
 
 Each run is a child process on the same data (Fashion-MNIST, the template's train/val split),
 model (MnistCNN) and recipe (SGD 0.01, batch 128, cosine); a Markdown table goes to stdout.
@@ -47,7 +47,7 @@ def runs(args: argparse.Namespace, folder: Path) -> dict[str, list[str]]:
         "a: template (resident loader)": [*template, "--data.loader=resident", timed(folder, "a")],
         "b: template, --data.loader torch": [*template, "--data.loader=torch", timed(folder, "b")],
         "c: plain loop over tensors (limit)": ["-m", "benchmarks.plain_loop", *common],
-        "d: seed-style loop (DataLoader, DDP)": ["-m", "benchmarks.seed_loop", *common],
+        "d: script-style loop (DataLoader, DDP)": ["-m", "benchmarks.script_loop", *common],
     }
 
 

@@ -1,4 +1,4 @@
-"""What the hand-written loops share: their arguments, a clock, and the result line."""
+"""What the hand-written loops share: the template's process settings, arguments, a clock, the result line."""
 
 import argparse
 import json
@@ -6,8 +6,13 @@ import time
 
 import torch
 
+from app.allocator import keep_freed_memory
+
 
 def arguments(description: str) -> argparse.ArgumentParser:
+    """The loops' flags; also gives the process the allocator setting the CLI gives the template's,
+    so that a ratio compares loops, not allocators."""
+    keep_freed_memory()
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--root", default="datasets")
     parser.add_argument("--epochs", type=int, default=2)

@@ -1,7 +1,7 @@
-"""The seed scripts' way: a torchvision data set with per-image transforms, a DataLoader with
+"""The example scripts' way: a torchvision data set with per-image transforms, a DataLoader with
 worker processes and a DistributedSampler, DistributedDataParallel, loss all-reduced every step.
 
-Run as one process (world size 1, as the seeds run on one machine with one device). Prints one
+Run as one process (world size 1, as the example scripts run on one machine with one device). Prints one
 JSON line: train seconds and samples per epoch, test accuracy.
 """
 

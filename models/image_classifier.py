@@ -23,7 +23,7 @@ def is_log_step(trainer: Trainer, every: int | None = None) -> bool:
 class ImageClassifier(LightningModule):
     """Trains any :class:`Net` on (image, label) batches.
 
-    Defaults are the seed MNIST recipe: SGD with momentum 0.9, weight decay 5e-3,
+    Defaults are the example MNIST script's recipe: SGD with momentum 0.9, weight decay 5e-3,
     lr 0.01 decayed along a cosine to ``final_lr_ratio`` x lr over the whole run, and lr
     multiplied by the number of processes (the global batch grows with them). An optional
     linear warmup comes before the cosine.

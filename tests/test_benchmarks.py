@@ -4,6 +4,7 @@ import json
 
 import pytest
 from helpers.cli import check, logged, run_app, run_folder
+from helpers.page_faults import STEPS, run_python
 
 from benchmarks.__main__ import median_run, throughput, timed
 
@@ -28,3 +29,11 @@ def test_the_median_run_is_a_real_run():
     runs = [{"img_per_s": v, "round": i} for i, v in enumerate([300.0, 100.0, 200.0, 400.0])]
     assert median_run(runs)["round"] == 2  # lower middle of 100, 200, 300, 400
     assert median_run(runs[:3])["round"] == 2
+
+
+def test_the_hand_written_loops_run_with_the_allocator_setting_of_the_template():
+    """A limit measured under other process settings than the template would flatter or wrong it."""
+    plain = int(run_python(STEPS))
+    loops = int(run_python("from benchmarks.common import arguments; arguments('loop')\n" + STEPS))
+    template = int(run_python("from app.process import prepare; prepare()\n" + STEPS))
+    assert loops < plain / 5 and template < plain / 5

@@ -1,6 +1,6 @@
 """``--trainer.strategy dp``: torch's DataParallel, which Lightning 2.0 removed from the Trainer.
 
-Like the seed scripts' ``nn.DataParallel(model)``: one process; each ``forward`` call splits the
+Like the example scripts' ``nn.DataParallel(model)``: one process; each ``forward`` call splits the
 batch along dim 0 over the visible GPUs, runs a replica of the module on each part and gathers the
 outputs on the first GPU. Unlike Lightning 1.x's strategy, ``training_step`` and friends run once,
 on the whole batch, so the loss, torchmetrics and ``self.log`` behave exactly as on one device.

@@ -1,4 +1,4 @@
-"""The convolutional network of the seed CIFAR-10 example."""
+"""The convolutional network of the example CIFAR-10 script."""
 
 from torch import Tensor, nn
 
@@ -8,7 +8,7 @@ from models.nets.net import Net, flat_features
 class CifarCNN(Net):
     """Three 3x3 convolutions (32, 64, 64 channels, no padding) and a 64-unit head.
 
-    At 32x32 the head's input is 1024 features, as in the seed; other sizes adapt.
+    At 32x32 the head's input is 1024 features, as in the example script; other sizes adapt.
     """
 
     def __init__(self, in_channels: int = 3, num_classes: int = 10, image_size: int = 32) -> None:

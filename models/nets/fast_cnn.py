@@ -19,7 +19,7 @@ class FastCNN(Net):
     """Three conv-BN-ReLU-pool stages (``width``, 2x, 4x channels) and a 128-unit head.
 
     Pooling after every convolution keeps the costly layers small: at width 16 a 28x28 image
-    costs about 2 M multiply-adds, fewer than the seed MnistCNN, and BatchNorm lets it train
+    costs about 2 M multiply-adds, fewer than the example scripts' MnistCNN, and BatchNorm lets it train
     at a high learning rate (``configs/fashion_mnist_fast.yaml``).
 
     Args:

@@ -1,4 +1,4 @@
-"""The convolutional network of the seed MNIST example."""
+"""The convolutional network of the example MNIST script."""
 
 from torch import Tensor, nn
 
@@ -8,7 +8,7 @@ from models.nets.net import Net, flat_features
 class MnistCNN(Net):
     """Three 5x5 convolutions (16, 32, 32 channels) and a 128-64 MLP head.
 
-    At 28x28 the head's input is 800 features, as in the seed; other sizes adapt.
+    At 28x28 the head's input is 800 features, as in the example script; other sizes adapt.
     """
 
     def __init__(self, in_channels: int = 1, num_classes: int = 10, image_size: int = 28) -> None:

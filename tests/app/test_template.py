@@ -110,7 +110,9 @@ def test_files_dropped_into_the_packages_are_found_by_short_name(tmp_path):
     run = run_folder(tmp_path)
     assert 0 <= logged(run)["test/acc"][-1] <= 1
     config = (run / "config.yaml").read_text()
-    assert "class_path: models.nets.my_net.MyNet" in config and "class_path: data.my_data.MyDataModule" in config
+    assert (
+        "class_path: models.nets.my_net.MyNet" in config and "class_path: data.my_data.MyDataModule" in config
+    )
 
 
 def test_a_new_preset_stacks_and_trains(mnist_root, tmp_path):

@@ -1,4 +1,4 @@
-"""The networks: the seed architectures exactly, sizes taken from the data, BatchNorm where promised."""
+"""The networks: the example scripts' architectures, sizes taken from the data, BatchNorm where promised."""
 
 import pytest
 import torch
