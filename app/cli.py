@@ -1,6 +1,8 @@
 """The command line: LightningCLI over ``models`` and ``data``, one run folder per run, one-line errors."""
 
 import os
+import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -13,12 +15,14 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException, SI
 
 import models
 from app import process
+from app.callbacks import last_checkpoint
 from app.callbacks.last_checkpoint import LastCheckpoint
 from app.callbacks.nan_stop import StopOnNonFiniteLoss
 from app.distributed.dp_strategy import batch_takers
 from app.errors import USER_ERRORS, UsageError, fail, peer_gone
 from app.parser import Parser
 from app.runs import folder
+from app.runs.checkpoints import check_fits
 from app.runs.config import RunConfig
 from app.runs.wandb_logger import WandbLogger
 from app.trainer import Trainer
@@ -51,6 +55,12 @@ class CLI(LightningCLI):
         parser.add_argument(
             "--test_after_fit", type=bool, default=True, help="Test the best checkpoint when fit ends."
         )
+        parser.add_argument(
+            "--untrained",
+            type=bool,
+            default=False,
+            help="validate/test/predict/export the model as built, without --ckpt_path.",
+        )
         for key in ("in_channels", "num_classes", "image_size"):
             parser.link_arguments(f"data.{key}", f"model.net.init_args.{key}", apply_on="instantiate")
         parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")
@@ -64,14 +74,39 @@ class CLI(LightningCLI):
         super()._parse_ckpt_path()
 
     def before_instantiate_classes(self) -> None:
-        self.run = folder.resolve(self.config[self.subcommand])
+        config = self.config[self.subcommand]
+        if self.subcommand != "fit" and not config.get("ckpt_path") and not config.get("untrained"):
+            raise UsageError(
+                f"{self.subcommand} needs trained weights: pass --ckpt_path RUN/checkpoints/FILE.ckpt "
+                "(or --untrained true for the model as built)"
+            )
+        self.run = folder.resolve(config)
 
     def instantiate_classes(self) -> None:
         try:
             super().instantiate_classes()
         except ValueError as err:
+            folder.discard(self.run)
             # An argument a class rejects (ResNet depth 10): the user's to fix, not a bug.
             raise UsageError(str(err)) from err
+        except BaseException:
+            folder.discard(self.run)
+            raise
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        try:
+            ckpt = self.config_init[subcommand].get("ckpt_path")
+            if ckpt:
+                check_fits(ckpt, self.model)
+            super()._run_subcommand(subcommand)
+        except BaseException:
+            if self.trainer.global_step == 0:  # a start that failed: nothing worth keeping
+                folder.discard(self.run)
+            raise
+        finally:
+            for logger in self.trainer.loggers:
+                if isinstance(logger, WandbLogger):
+                    logger.finish()
 
     def _instantiate_trainer(self, config: dict, callbacks: list) -> Trainer:
         # A flag that turns a feature off also removes the listed callbacks that provide it.
@@ -82,6 +117,9 @@ class CLI(LightningCLI):
         config["callbacks"] = keep(config.get("callbacks"))
         try:
             trainer = super()._instantiate_trainer(config, keep(callbacks))
+            for callback in trainer.callbacks:
+                if isinstance(callback, RunConfig):
+                    callback.given = self.run.given
             # Checked by Lightning only at launch, after a traceback-prone start: check it now.
             environment = getattr(trainer.strategy, "cluster_environment", None)
             if environment is not None:
@@ -103,7 +141,7 @@ class CLI(LightningCLI):
         rank_zero_info(
             f"fit: {type(trainer.strategy).__name__}, world size {world} ({trainer.num_nodes} node(s) x "
             f"{trainer.num_devices} {device}), global batch {batch * world if batch else '?'}, "
-            f"lr {model.scaled_lr(world):g}; run folder {self.run}"
+            f"lr {model.scaled_lr(world):g}; run folder {self.run.folder}"
         )
 
     def after_fit(self) -> None:
@@ -118,13 +156,7 @@ class CLI(LightningCLI):
             )
             if results and "test/acc" in results[0]:
                 summary.append(f"test/acc {results[0]['test/acc']:.4f}")
-        rank_zero_info(f"done: {', '.join([*summary, f'run folder {self.run}'])}")
-
-    def _run_subcommand(self, subcommand: str) -> None:
-        super()._run_subcommand(subcommand)
-        for logger in self.trainer.loggers:
-            if isinstance(logger, WandbLogger):
-                logger.finish()
+        rank_zero_info(f"done: {', '.join([*summary, f'run folder {self.run.folder}'])}")
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
@@ -161,5 +193,24 @@ def main(args: list[str] | None = None) -> None:
         fail("another process of this job failed (its error is above); this one stopped too")
     except SIGTERMException:
         run = os.environ.get(folder.RUN_DIR_ENV, "the run folder")
-        sys.stderr.write(f"stopped by SIGTERM: saved {run}/checkpoints/last.ckpt; resume: --ckpt_path last\n")
-        sys.exit(128 + 15)
+        given = args if args is not None else sys.argv[1:]
+        resume = shlex.join(["python", "-m", "app", *without_ckpt_path(given), "--ckpt_path", "last"])
+        signal_name = last_checkpoint.stopped_by or "SIGTERM"
+        how = "Ctrl-C" if signal_name == "SIGINT" else signal_name
+        sys.stderr.write(f"stopped by {how}: saved {run}/checkpoints/last.ckpt; resume with: {resume}\n")
+        sys.exit(128 + getattr(signal.Signals, signal_name).value)
+    finally:
+        folder.unlock()
+
+
+def without_ckpt_path(args: list[str]) -> list[str]:
+    """``args`` less any ``--ckpt_path VALUE`` or ``--ckpt_path=VALUE``."""
+    kept, skip = [], False
+    for arg in args:
+        if skip or arg.startswith("--ckpt_path="):
+            skip = False
+            continue
+        skip = arg == "--ckpt_path"
+        if not skip:
+            kept.append(arg)
+    return kept

@@ -1,5 +1,8 @@
 """``last.ckpt``: the newest state of a run, kept current so a kill or a pre-emption loses little."""
 
+import os
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +14,15 @@ from app.runs import rng_states
 
 RNG_KEY = "rng_states"
 
+stopped_by: str | None = None  # the signal that stopped training ("SIGINT", "SIGTERM"), once one has
+
 
 class LastCheckpoint(Callback):
     """What a resume needs: ``RUN/checkpoints/last.ckpt`` kept current, with every rank's random state.
 
     ``last.ckpt`` is saved every ``every_n_steps`` training steps, at every epoch end, and when
-    Lightning stops training for a SIGTERM. Every checkpoint (the best-k ones too) carries the
+    Lightning stops training for a SIGTERM; during fit, a first Ctrl-C (SIGINT) is handled as a
+    SIGTERM, so it saves too (a second one stops at once). Every checkpoint (the best-k ones too) carries the
     random generator states of all ranks, put back when training resumes, so that dropout and
     augmentation draw what an uninterrupted run would.
 
@@ -33,6 +39,7 @@ class LastCheckpoint(Callback):
         self.every_n_steps = every_n_steps
         self.saved_at = -1
         self.pending_rng: dict[str, Any] | None = None
+        self.sigint_before: Any = None
 
     @staticmethod
     def path(trainer: Trainer) -> Path:
@@ -53,6 +60,7 @@ class LastCheckpoint(Callback):
         self.save(trainer)
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        self._restore_sigint()
         if isinstance(exception, SIGTERMException) and trainer.state.fn == "fit":
             self.save(trainer)
 
@@ -73,3 +81,24 @@ class LastCheckpoint(Callback):
         if self.pending_rng is not None:
             rng_states.restore(self.pending_rng)
             self.pending_rng = None
+        global stopped_by
+        stopped_by = None
+        if threading.current_thread() is threading.main_thread():
+            self.sigint_before = signal.signal(signal.SIGINT, _stop_as_if_sigterm)
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._restore_sigint()
+
+    def _restore_sigint(self) -> None:
+        if self.sigint_before is not None:
+            signal.signal(signal.SIGINT, self.sigint_before)
+            self.sigint_before = None
+
+
+def _stop_as_if_sigterm(signum: int, frame: object) -> None:
+    # Lightning stops every rank at the same step for a SIGTERM (they agree on it at each step), so
+    # the save's collectives meet; Lightning's own Ctrl-C handling stops each rank where it is.
+    global stopped_by
+    stopped_by = "SIGINT"
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.kill(os.getpid(), signal.SIGTERM)

@@ -2,6 +2,7 @@
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import yaml
 from lightning import LightningModule, Trainer
@@ -34,12 +35,19 @@ class RunConfig(SaveConfigCallback):
     """Saves the fully resolved CLI config (what ``--print_config`` shows) as ``config.yaml`` in the
     run folder, and logs it with the git state as the run's config to every logger.
 
-    An evaluation (validate/test/predict) of a run keeps the training config already there.
+    The values the CLI filled in for this run (its folder, W&B id) are saved as the user gave them
+    (``given``), so that ``fit --config RUN/config.yaml`` starts a new run beside this one. An
+    evaluation (validate/test/predict) of a run keeps the training config already there.
     """
+
+    given: dict[str, Any] = {}  # noqa: RUF012 (set per instance by the CLI)
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         if stage != "fit" and (Path(trainer.default_root_dir) / self.config_filename).is_file():
             return
+        self.config = self.config.clone()
+        for key, value in self.given.items():
+            self.config[key] = value
         super().setup(trainer, pl_module, stage)
 
     def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:

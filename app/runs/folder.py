@@ -5,11 +5,18 @@ A run folder holds ``config.yaml``, ``checkpoints/``, ``metrics.csv``, ``wandb/`
 atomic ``mkdir``, so two jobs started together never share a folder.
 """
 
+import copy
+import fcntl
 import itertools
 import logging
 import os
 import re
+import shutil
+import socket
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
@@ -18,10 +25,11 @@ from app.errors import RunFolderError, UsageError
 from app.runs import loggers
 from app.runs.checkpoints import check_checkpoint, checkpoints, intact, remove_stale_temps
 
-# Set by the process that picked the folder; Lightning's ddp launcher passes it to the ranks it starts.
 log = logging.getLogger(__name__)
 
+# Set by the process that picked the folder; Lightning's ddp launcher passes it to the ranks it starts.
 RUN_DIR_ENV = "APP_RUN_DIR"
+LOCK_FILE = ".lock"
 
 
 def _versions(parent: Path) -> list[Path]:
@@ -89,8 +97,24 @@ def _short(class_path: str, suffix: str = "") -> str:
     return name.removesuffix(suffix) or name
 
 
-def resolve(config) -> Path:
-    """Pick the run folder (and the checkpoint ``--ckpt_path last`` means), and point every output at it.
+@dataclass
+class Run:
+    """The run a command works in.
+
+    Attributes:
+        folder: ``ROOT/NAME/version_N``.
+        created: claimed by this command (and removed again if it fails before training starts).
+        given: the config values :func:`resolve` filled in, as the user gave them: ``config.yaml`` keeps
+            these, so that re-running it starts a new run rather than writing into this one.
+    """
+
+    folder: Path
+    created: bool
+    given: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve(config) -> Run:
+    """Pick the run folder (and the checkpoint ``--ckpt_path last`` means), lock it, point every output at it.
 
     ``fit`` makes a new ``ROOT/NAME/version_N``; a command given a checkpoint of a run works in that run.
     """
@@ -112,18 +136,65 @@ def resolve(config) -> Path:
     elif ckpt:
         check_checkpoint(ckpt)
     run = run or (run_of(Path(ckpt)) if ckpt else None)
+    created = run is None
     if run is None:
         run = claim_new(parent, create=rank_zero)
     elif rank_zero:
         if not os.access(run, os.W_OK):
             raise UsageError(f"the run folder {run} is not writable; fix its permissions")
-        remove_stale_temps(run)
+    if rank_zero and not inherited():
+        lock(run)
+        if not created:
+            remove_stale_temps(run)
+    given = {
+        "trainer.default_root_dir": config.trainer.default_root_dir,
+        "trainer.logger": copy.deepcopy(config.trainer.get("logger")),
+    }
     os.environ[RUN_DIR_ENV] = str(run)
     config.trainer.default_root_dir = str(run)
     if "checkpoint" in config:
+        given["checkpoint.dirpath"] = config.checkpoint.dirpath
         config.checkpoint.dirpath = str(run / "checkpoints")
     loggers.configure(config.trainer.get("logger"), run, name, rank_zero)
-    return run
+    return Run(run, created and rank_zero, given)
+
+
+_held: dict[Path, IO[str]] = {}  # the run folders this process writes, and their open lock files
+
+
+def lock(run: Path) -> None:
+    """Hold ``RUN/.lock`` until :func:`unlock` or the process ends; one line naming the holder if taken."""
+    if run in _held:
+        return
+    handle = open(run / LOCK_FILE, "a+")  # noqa: SIM115 (held open while the run is written)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise RunFolderError(
+            f"the run folder {run} is in use by {holder}; wait for it to end, or start a new run "
+            "(without --ckpt_path)"
+        ) from err
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()} on {socket.gethostname()}: {' '.join(sys.argv[1:])[:200]}\n")
+    handle.flush()
+    _held[run] = handle
+
+
+def unlock() -> None:
+    """Let go of every run folder this process holds."""
+    for handle in _held.values():
+        handle.close()
+    _held.clear()
+
+
+def discard(run: Run) -> None:
+    """Remove ``run``'s folder if this command made it and nothing was saved in it."""
+    if run.created and not checkpoints(run.folder):
+        shutil.rmtree(run.folder, ignore_errors=True)
 
 
 def with_run_config(args: list[str]) -> list[str]:

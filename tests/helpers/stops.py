@@ -21,6 +21,17 @@ class SigtermAt(Callback):
             os.kill(os.getpid(), signal.SIGTERM)
 
 
+class SigintAt(Callback):
+    """Sends this process SIGINT once ``step`` optimizer steps are done, as Ctrl-C in a terminal would."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *_) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
 class NanAt(Callback):
     """Makes one weight NaN just before the training step that starts after ``step`` steps.
 
