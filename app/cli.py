@@ -130,6 +130,9 @@ class CLI(LightningCLI):
             raise UsageError(str(err)) from err
 
     def before_fit(self) -> None:
+        if self.config.fit.test_after_fit:
+            # Read the test split now, so that a missing or mismatched one stops fit before training.
+            self.datamodule.setup("test")
         # Settle the loggers' folders in this process: under ddp_spawn each launch (fit, then test)
         # would otherwise pick its own.
         for logger in self.trainer.loggers:

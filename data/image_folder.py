@@ -76,9 +76,14 @@ class ImageFolderDataModule(VisionDataModule):
 
     def load(self, train: bool) -> Dataset:
         folder = Path(self.root, "train" if train else "test")
-        if not train and self._classes(folder) != self.classes:
-            raise DatasetNotFoundError(
-                f"the class folders of {folder} differ from those of {self.root}/train"
+        if not train and (test := self._classes(folder)) != self.classes:
+            only_test = sorted(set(test) - set(self.classes))
+            only_train = sorted(set(self.classes) - set(test))
+            differ = [f"only in test/: {', '.join(only_test)}"] if only_test else []
+            differ += [f"only in train/: {', '.join(only_train)}"] if only_train else []
+            raise DataError(
+                f"the class folders of {folder} differ from those of {self.root}/train "
+                f"({'; '.join(differ)}): give both the same class folders"
             )
         try:
             return ImageFolder(folder, loader=read_image)

@@ -75,6 +75,8 @@ class ImageClassifier(LightningModule):
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_acc = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.resumed_plan: dict[str, int] | None = None  # the lr schedule a resumed run had planned
+        self.unlogged_loss: Tensor | None = None  # an epoch's last loss, when not logged at its step
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x.contiguous(memory_format=self.memory_format))
@@ -82,18 +84,19 @@ class ImageClassifier(LightningModule):
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y = batch
         loss = self.train_loss(self(x), y)
-        if self._step_is_logged(batch_idx):
+        if is_log_step(self.trainer):
             self.log("train/loss", loss, prog_bar=True)
+        elif batch_idx + 1 == self.trainer.num_training_batches:
+            self.unlogged_loss = loss.detach()  # see on_train_epoch_end
         return loss
 
-    def _step_is_logged(self, batch_idx: int) -> bool:
-        """Whether Lightning sends this step's metrics to the loggers, or it ends the epoch.
-
-        ``self.log`` costs about half a millisecond of CPU per call: at every step it would be a tenth
-        of a small CNN's GPU step, for a value no logger keeps. The epoch's last loss is logged for
-        what reads the metrics at epoch end (the loss curve).
-        """
-        return is_log_step(self.trainer) or batch_idx + 1 == self.trainer.num_training_batches
+    def on_train_epoch_end(self) -> None:
+        # ``self.log`` costs about half a millisecond of CPU per call, so train/loss is logged at the
+        # steps Lightning sends to the loggers only; an epoch shorter than that interval sends its last
+        # loss at its end, so that every logger gets it at least once per epoch.
+        if self.unlogged_loss is not None:
+            self.log("train/loss", self.unlogged_loss)
+            self.unlogged_loss = None
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> dict[str, Tensor]:
         return self._evaluate(batch, "val", self.val_loss, self.val_acc)
@@ -134,12 +137,34 @@ class ImageClassifier(LightningModule):
             nesterov=hp.nesterov,
             weight_decay=hp.weight_decay,
         )
-        steps = max(1, int(self.trainer.estimated_stepping_batches))
+        steps = self._planned_steps()
         warmup = min(int(hp.warmup_ratio * steps), steps - 1)
-        schedule: LRScheduler = CosineAnnealingLR(
-            optimizer, T_max=steps - warmup, eta_min=lr * hp.final_lr_ratio
-        )
+        self.plan = {"steps": steps, "warmup": warmup}
+        self.cosine = CosineAnnealingLR(optimizer, T_max=steps - warmup, eta_min=lr * hp.final_lr_ratio)
+        schedule: LRScheduler = self.cosine
         if warmup:
             rise = LinearLR(optimizer, start_factor=1 / (warmup + 1), total_iters=warmup)
             schedule = SequentialLR(optimizer, [rise, schedule], milestones=[warmup])
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def _planned_steps(self) -> int:
+        return max(1, int(self.trainer.estimated_stepping_batches))
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["lr_plan"] = self.plan
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.resumed_plan = checkpoint.get("lr_plan")
+
+    def on_train_start(self) -> None:
+        # A resume restores the schedule as it was planned; a run made longer or shorter since would
+        # follow the old cosine past its end, where the lr climbs back up. Set at the restored lr, the
+        # cosine's length only shapes what is left of it: it goes on from that lr to its floor at the new end.
+        old, steps = self.resumed_plan, self._planned_steps()
+        if old and old["steps"] != steps:
+            self.cosine.T_max = max(1, steps - old["warmup"])
+            self.plan = {"steps": steps, "warmup": old["warmup"]}
+            rank_zero_info(
+                f"lr schedule: this run now ends at step {steps} (planned: {old['steps']}); the cosine "
+                f"goes on from lr {self.optimizers().param_groups[0]['lr']:.4g} to its floor there"
+            )

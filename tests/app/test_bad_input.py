@@ -3,8 +3,10 @@
 Every case runs ``python -m app`` as a user would; files that are bad input are left as they were.
 """
 
+import shutil
+
 import pytest
-from helpers.cli import run_app, run_process
+from helpers.cli import callback, run_app, run_process
 from helpers.data_files import write_cifar, write_image_folder, write_mnist
 
 CPU2_DDP = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
@@ -140,3 +142,30 @@ def test_a_value_a_class_rejects_is_one_line(args, expected, tmp_path):
     result = run_app("fit", *args, shrink=False, cwd=tmp_path)
     assert result.returncode == 1
     assert error_line(result) == expected
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ("drop_test", "no class folders in {root}/test"),
+        ("rename_test_class", "only in test/: class_x; only in train/: class_2"),
+    ],
+)
+def test_an_image_folder_test_split_is_checked_before_training(change, expected, tmp_path):
+    root = write_image_folder(tmp_path / "images")
+    if change == "drop_test":
+        shutil.rmtree(root / "test")
+    else:
+        (root / "test" / "class_2").rename(root / "test" / "class_x")
+    args = [
+        "--data=ImageFolderDataModule",
+        f"--data.root={root}",
+        "--data.batch_size=8",
+        "--model.net=CifarCNN",
+    ]
+    args.append(callback("helpers.stops.SlowSteps", seconds=0, started=str(tmp_path / "spy")))
+    result = run_app("fit", *args, cwd=tmp_path)
+    line = error_line(result)
+    assert expected.format(root=root) in line
+    assert not (tmp_path / "spy").exists()  # not one training step ran
+    assert not list(tmp_path.glob("runs/*/version_*"))  # and the start left no run folder
