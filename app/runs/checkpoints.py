@@ -1,0 +1,144 @@
+"""Checkpoint files: written whole or not at all, checked before use, and found for ``--ckpt_path last``."""
+
+import errno
+import functools
+import io
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from app.errors import CheckpointWriteError, UsageError
+
+TEMP_MARK = ".tmp-"  # in the names of files being written
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Writes to a temporary file in the target folder, fsyncs it, then renames it over the target.
+
+    Lightning's own save goes through an fsspec transaction whose temporary file lives in the
+    system temp folder: the final move is a copy (not atomic) when that is another file system,
+    and nothing is fsynced, so a power cut can leave a torn file. A rename within one folder is atomic.
+    """
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
+        target = Path(path)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(prefix=f"{target.name}{TEMP_MARK}", dir=target.parent)
+        except OSError as err:
+            raise CheckpointWriteError(_why(err, target)) from err
+        try:
+            # Serialized in memory first, so a failed write surfaces as the OSError it is.
+            buffer = io.BytesIO()
+            torch.save(checkpoint, buffer)
+            with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp's 0600 would hide it from the group
+                f.write(buffer.getbuffer())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(temp, target)
+        except BaseException as err:
+            Path(temp).unlink(missing_ok=True)
+            if isinstance(err, OSError):
+                raise CheckpointWriteError(_why(err, target)) from err
+            raise
+        _fsync_folder(target.parent)
+
+
+def _why(err: OSError, target: Path) -> str:
+    kept = "the previous one is kept" if target.exists() else "no earlier one exists"
+    hint = " (disk full? free space or pass another --trainer.default_root_dir)"
+    full = err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    return f"could not write checkpoint {target}: {err.strerror or err}{hint if full else ''}; {kept}"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_folder(folder: Path) -> None:
+    # The rename is durable only once the folder's entry is on disk.
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def intact(path: Path) -> bool:
+    """Whether ``path`` is a whole checkpoint: torch's zip format, every member's CRC correct."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return False
+    return _intact(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.cache
+def _intact(path: str, size: int, mtime_ns: int) -> bool:
+    # Keyed by size and mtime too: the CLI checks --ckpt_path at parse time and again when it settles
+    # the run, and reading a large checkpoint through once is enough.
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip() is None
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError):
+        return False
+
+
+def checkpoints(run: Path) -> list[Path]:
+    """Checkpoints of one run, newest first (temporary files of an interrupted save left out)."""
+    found = [*run.glob("checkpoints/*.ckpt"), *run.glob("*.ckpt")]
+    found = [p for p in found if TEMP_MARK not in p.name]
+    return sorted(found, key=lambda p: p.stat().st_mtime_ns, reverse=True)
+
+
+def remove_stale_temps(run: Path) -> None:
+    """Delete half-written checkpoints left by a process killed while saving."""
+    for path in [*run.glob(f"checkpoints/*{TEMP_MARK}*"), *run.glob(f"*{TEMP_MARK}*")]:
+        path.unlink(missing_ok=True)
+
+
+def check_checkpoint(path: str) -> None:
+    """Raise a one-line :class:`UsageError` unless ``path`` is a whole checkpoint file."""
+    if not Path(path).is_file():
+        raise UsageError(f"--ckpt_path {path}: no such file")
+    if not intact(Path(path)):
+        raise UsageError(
+            f"--ckpt_path {path} is not a complete checkpoint (cut short or corrupt); "
+            "--ckpt_path last picks the newest intact one"
+        )
+
+
+def check_fits(path: str, model: torch.nn.Module) -> None:
+    """Raise a one-line :class:`UsageError` unless the checkpoint's weights fit ``model`` tensor for tensor.
+
+    Run before anything is written, so a resume or an evaluation with other network or data settings
+    than the checkpoint's ends here rather than in a size-mismatch traceback halfway through.
+    """
+    saved = torch.load(path, map_location="cpu", weights_only=True, mmap=True)["state_dict"]
+    mine = model.state_dict()
+    problems = [
+        f"{key} is {'x'.join(map(str, value.shape))} there, {'x'.join(map(str, mine[key].shape))} here"
+        for key, value in saved.items()
+        if key in mine and value.shape != mine[key].shape
+    ]
+    problems += [f"{key} only there" for key in sorted(saved.keys() - mine.keys())]
+    problems += [f"{key} only here" for key in sorted(mine.keys() - saved.keys())]
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UsageError(
+            f"--ckpt_path {path} does not fit this network: {problems[0]}{more}; drop the --model/--data "
+            "flags that differ from its run's config.yaml, or start a new run without --ckpt_path"
+        )
