@@ -139,9 +139,8 @@ def resolve(config) -> Run:
     created = run is None
     if run is None:
         run = claim_new(parent, create=rank_zero)
-    elif rank_zero:
-        if not os.access(run, os.W_OK):
-            raise UsageError(f"the run folder {run} is not writable; fix its permissions")
+    elif rank_zero and not os.access(run, os.W_OK):
+        raise UsageError(f"the run folder {run} is not writable; fix its permissions")
     if rank_zero and not inherited():
         lock(run)
         if not created:

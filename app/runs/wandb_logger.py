@@ -6,7 +6,7 @@ from lightning.pytorch.loggers import WandbLogger as LightningWandbLogger
 
 
 class WandbLogger(LightningWandbLogger):
-    """Lightning's :class:`~lightning.pytorch.loggers.WandbLogger`; the CLI uses it wherever that is asked for.
+    """Lightning's :class:`~lightning.pytorch.loggers.WandbLogger`; the CLI uses it wherever that is asked.
 
     Lightning always passes ``anonymous`` to ``wandb.init``, which wandb >= 0.19 answers with "The
     anonymous setting has no effect" on every run; it is passed only when set here.

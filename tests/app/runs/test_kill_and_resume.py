@@ -11,8 +11,9 @@ import time
 
 import pytest
 import torch
+from helpers.cli import app_command, app_env, check, logged, run_folder, run_process
+
 from app.runs.checkpoints import intact
-from helpers.cli import app_command, app_env, check, logged, run_process, run_folder
 
 # 512 training samples at batch 32: 16 steps an epoch, 0.1 s each; a checkpoint every 3 steps.
 STEPS_PER_EPOCH, SECONDS_PER_STEP = 16, 0.1

@@ -1,4 +1,4 @@
-"""A command writes only into its own run, checks what it can before writing, and leaves nothing when it fails."""
+"""A command writes only into its own run, checks before it writes, and leaves nothing when it fails."""
 
 import fcntl
 import hashlib

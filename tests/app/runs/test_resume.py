@@ -1,13 +1,24 @@
 """Resume and what can go wrong around checkpoints: SIGTERM, torn files, a NaN loss, a full disk."""
 
 import hashlib
-import json
 import resource
 import signal
 import subprocess
 
 import torch
-from helpers.cli import app_command, app_env, callback, check, load_probe, logged, max_difference, probe, run_app, run_folder, run_process
+from helpers.cli import (
+    app_command,
+    app_env,
+    callback,
+    check,
+    load_probe,
+    logged,
+    max_difference,
+    probe,
+    run_app,
+    run_folder,
+    run_process,
+)
 
 # 512 training samples at batch 64: 8 steps per epoch, 16 in all.
 TWO_EPOCHS = [
