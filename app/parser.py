@@ -1,11 +1,31 @@
 """The argument parser: jsonargparse's errors as one line, without its usage text."""
 
+import functools
+import re
+
+from jsonargparse.typing import register_type, registered_types
 from lightning.pytorch.cli import LightningArgumentParser
 
 from app.errors import fail
 
 # The parts of jsonargparse's account of a failed Union that do not help.
 NOISE = ("Does not validate", "Subtypes:", "Errors:", "Given value", "Expected a <class 'NoneType'>")
+
+# What the types jsonargparse names accept, in words; restricted numbers add their range.
+PLAIN = {
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "str": "a string",
+    "NoneType": "null",
+}
+SIGNS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
+# How jsonargparse says which value a type refused, when no "Given value" line does.
+REFUSED = (
+    r"(?P<value>\S+) does not conform to restriction .*",
+    r"(?:invalid literal for int\(\) with base 10|could not convert string to float): '(?P<value>.*)'",
+    r"(?:Expected a <class '[\w.]+'>)\. Got value: (?P<value>.*)",
+)
 
 
 class Parser(LightningArgumentParser):
@@ -15,8 +35,110 @@ class Parser(LightningArgumentParser):
     of the alternatives it tried: the one line with the error says it better.
     """
 
+    def __init__(self, *args, **kwargs) -> None:
+        serialize_checked()
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str, ex: Exception | None = None) -> None:
         if not self.exit_on_error:  # jsonargparse is trying alternatives: it catches this error
             super().error(message, ex)
-        lines = (line.strip(" -") for line in message.replace('"<unicode string>", ', "").splitlines())
-        fail(" ".join(line for line in lines if line and not line.startswith(NOISE)))
+        fail(out_of_type(message) or folded(message))
+
+
+_CHECKED: set[type] = set()
+
+
+def serialize_checked() -> None:
+    """Make every restricted number type (``PositiveInt``...) serialize only the values it accepts.
+
+    jsonargparse serializes them with their bare base type and takes the first type of a union that
+    serializes a value: ``PositiveInt | OpenUnitInterval`` would write 0.2 as 0 in ``--print_config``
+    and in the run's ``config.yaml``.
+    """
+    for number in list(registered_types.values()):
+        if hasattr(number, "_restrictions") and number not in _CHECKED:
+            register_type(number, serializer=functools.partial(_checked, number))
+            _CHECKED.add(number)
+
+
+def _checked(number: type, value: object) -> int | float:
+    return number._type(number(value))
+
+
+def folded(message: str) -> str:
+    """jsonargparse's message on one line, less the parts that do not help."""
+    lines = (line.strip(" -") for line in message.replace('"<unicode string>", ', "").splitlines())
+    return " ".join(line for line in lines if line and not line.startswith(NOISE))
+
+
+def out_of_type(message: str) -> str | None:
+    """``--KEY must be ALLOWED, got VALUE`` for a value its type refuses; None for other errors.
+
+    ALLOWED comes from the types themselves (``PositiveInt``: an integer > 0), so the line says
+    the range whichever way jsonargparse worded its refusal.
+    """
+    lines = message.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip(" -").startswith('Parser key "')]
+    if not starts:
+        return None
+    chain: list[int] = []  # the innermost key's line and those of the keys it is nested in
+    for start in starts:
+        while chain and _indent(lines[chain[-1]]) >= _indent(lines[start]):
+            chain.pop()
+        chain.append(start)
+    keys = [re.findall(r'Parser key "([^"]+)"', lines[i])[0] for i in chain]
+    # What the innermost key's type said: the lines indented under it.
+    depth = _indent(lines[starts[-1]])
+    block: list[str] = []
+    for line in lines[starts[-1] + 1 :]:
+        if _indent(line) <= depth:
+            break
+        block.append(line.strip(" -"))
+    if not block:
+        return None
+    if block[0].startswith("Does not validate against any of the Union subtypes"):
+        listed = next((line for line in block if line.startswith("Subtypes: ")), "")
+        if not re.fullmatch(r"Subtypes: \[<class '[\w.]+'>(, <class '[\w.]+'>)*\]", listed):
+            return None
+        names = re.findall(r"<class '([\w.]+)'>", listed)
+    else:
+        choices = re.fullmatch(r"Expected a typing\.Literal\[(.*)\]\. Got value: (.*)", block[0])
+        if choices and len(block) == 1:
+            return f"--{'.'.join(keys)} must be one of {choices[1]}, got {choices[2]}"
+        match = re.fullmatch(r"Not of type (\w+): .*|Expected a <class '([\w.]+)'>.*", block[0])
+        if not match or len(block) > 1:
+            return None
+        names = [match[1] or match[2]]
+    allowed = [_allowed(name.rsplit(".", 1)[-1]) for name in names]
+    if None in allowed:
+        return None
+    given = "Given value: "
+    value = next((line.removeprefix(given) for line in block if line.startswith(given)), None)
+    if value is None:
+        found = (re.fullmatch(rf"(?:Not of type \w+: )?{pattern}", block[0]) for pattern in REFUSED)
+        value = next((match["value"] for match in found if match), None)
+    got = "" if value is None else f", got {value}"
+    return f"--{'.'.join(keys)} must be {' or '.join(allowed)}{got}"
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" -"))
+
+
+def _allowed(name: str) -> str | None:
+    """What type ``name`` accepts, in words (``an integer > 0``); None if it is none we can say."""
+    if name in PLAIN:
+        return PLAIN[name]
+    # jsonargparse's restricted_number_type keeps its comparisons as (operator, reference) pairs.
+    found = [t for t in registered_types.values() if getattr(t, "__name__", None) == name]
+    if len(found) != 1 or not hasattr(found[0], "_restrictions"):
+        return None
+    number = found[0]
+    kind = PLAIN[number._type.__name__]
+    bounds = {op.__name__: ref for op, ref in number._restrictions}
+    low = next((op for op in ("gt", "ge") if op in bounds), None)
+    high = next((op for op in ("lt", "le") if op in bounds), None)
+    if number._join == "and" and low and high and len(bounds) == 2:
+        left, right = "(" if low == "gt" else "[", ")" if high == "lt" else "]"
+        return f"{kind} in {left}{bounds[low]:g}, {bounds[high]:g}{right}"
+    return f"{kind} " + f" {number._join} ".join(f"{SIGNS.get(op, op)} {ref:g}" for op, ref in bounds.items())
