@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import lightning
+from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveInt
 from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.strategies import StrategyRegistry
 
@@ -17,22 +18,53 @@ from data.contract import provided
 class Trainer(lightning.Trainer):
     """Lightning's Trainer, plus ``collective_timeout``, SyncBatchNorm on CPU and ``export``.
 
+    A few of Lightning's arguments are restated with the range they need, which the parser checks:
+    outside it Lightning fails with a traceback mid-run, or trains wrongly without a word.
+
     Args:
         collective_timeout: seconds a ddp/fsdp rank waits for the others before the job fails
             (torch's default: 1800); applies to a strategy given by name.
         sync_batchnorm: BatchNorm over the global batch; works on CPU (gloo) too, where Lightning's
             own refuses.
-        **kwargs: Lightning's Trainer arguments.
+        accumulate_grad_batches: batches whose gradients add up before each optimizer step (>= 1).
+        check_val_every_n_epoch: validate every N training epochs (>= 1); None: only by
+            ``val_check_interval``, which must then be a number of batches.
+        log_every_n_steps: steps between the values sent to the loggers (0: none; None: 50).
+        gradient_clip_val: clip gradients at this value (>= 0); None: no clipping.
+        **kwargs: Lightning's other Trainer arguments.
     """
 
     def __init__(
-        self, *args: Any, collective_timeout: int = 300, sync_batchnorm: bool = False, **kwargs: Any
+        self,
+        *args: Any,
+        collective_timeout: PositiveInt = 300,
+        sync_batchnorm: bool = False,
+        accumulate_grad_batches: PositiveInt = 1,
+        check_val_every_n_epoch: PositiveInt | None = 1,
+        log_every_n_steps: NonNegativeInt | None = None,
+        gradient_clip_val: NonNegativeFloat | None = None,
+        **kwargs: Any,
     ):
+        interval = kwargs.get("val_check_interval")
+        if type(interval) is int and interval < 1:
+            # Lightning refuses the other bad values itself; an int 0 would divide by zero mid-run.
+            raise ValueError(
+                "--trainer.val_check_interval must be a number of batches >= 1 "
+                f"or a fraction of the epoch in [0.0, 1.0], got {interval}"
+            )
         if sync_batchnorm:
             # Lightning's own layer sync is torch's SyncBatchNorm, which refuses CPU tensors.
             kwargs["plugins"] = [*_as_list(kwargs.get("plugins")), SyncBatchNormPlugin()]
         kwargs["strategy"] = with_timeout(kwargs.get("strategy", "auto"), collective_timeout)
-        super().__init__(*args, sync_batchnorm=sync_batchnorm, **kwargs)
+        super().__init__(
+            *args,
+            sync_batchnorm=sync_batchnorm,
+            accumulate_grad_batches=accumulate_grad_batches,
+            check_val_every_n_epoch=check_val_every_n_epoch,
+            log_every_n_steps=log_every_n_steps,
+            gradient_clip_val=gradient_clip_val,
+            **kwargs,
+        )
 
     def export(
         self,

@@ -5,6 +5,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt
 from PIL import Image, UnidentifiedImageError
 from torch.utils.data import Dataset
 from torchvision.datasets import ImageFolder
@@ -25,7 +26,7 @@ class ImageFolderDataModule(VisionDataModule):
         grayscale: read images as one channel instead of three.
         batch_size: samples per batch per device.
         num_workers: loader worker processes per device; None picks from the cores per device.
-        val_size: training images held out for validation (an int), or a fraction.
+        val_size: training images held out for validation (an int), or a fraction in (0, 1).
         seed: seed of the train/val split.
         predict_dir: folder of unlabelled images (subfolders allowed) that ``predict`` classifies;
             None predicts ``ROOT/test``.
@@ -34,11 +35,11 @@ class ImageFolderDataModule(VisionDataModule):
     def __init__(
         self,
         root: str = "datasets/images",
-        image_size: int = 32,
+        image_size: PositiveInt = 32,
         grayscale: bool = False,
-        batch_size: int = 128,
-        num_workers: int | None = None,
-        val_size: int | float = 0.1,
+        batch_size: PositiveInt = 128,
+        num_workers: NonNegativeInt | None = None,
+        val_size: PositiveInt | OpenUnitInterval = 0.1,
         seed: int = 42,
         predict_dir: str | None = None,
     ) -> None:

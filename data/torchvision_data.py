@@ -6,6 +6,7 @@ from typing import Literal
 from urllib.error import URLError
 
 import torch
+from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt
 from torch import Tensor
 from torch.utils.data import Dataset
 
@@ -22,7 +23,7 @@ class TorchvisionDataModule(VisionDataModule):
         download: fetch the files into ``root`` if missing (once, on one process per node).
         batch_size: samples per batch per device.
         num_workers: loader worker processes per device; None picks from the cores per device.
-        val_size: training samples held out for validation (an int), or a fraction.
+        val_size: training samples held out for validation (an int), or a fraction in (0, 1).
         seed: seed of the train/val split and of each epoch's shuffle.
         loader: ``resident`` keeps each split as one uint8 tensor on the training device and
             transforms whole batches there (fast); ``torch`` is the classic DataLoader with
@@ -36,9 +37,9 @@ class TorchvisionDataModule(VisionDataModule):
         self,
         root: str = "datasets",
         download: bool = True,
-        batch_size: int = 128,
-        num_workers: int | None = None,
-        val_size: int | float = 5000,
+        batch_size: PositiveInt = 128,
+        num_workers: NonNegativeInt | None = None,
+        val_size: PositiveInt | OpenUnitInterval = 5000,
         seed: int = 42,
         loader: Literal["resident", "torch"] = "resident",
     ) -> None:

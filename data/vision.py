@@ -5,6 +5,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
+from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt
 from lightning import LightningDataModule
 from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
@@ -55,7 +56,7 @@ class VisionDataModule(LightningDataModule):
         batch_size: samples per batch **per device** (the global batch is this times
             devices times nodes).
         num_workers: loader worker processes per device; None picks from the cores per device.
-        val_size: training samples held out for validation (an int), or a fraction.
+        val_size: training samples held out for validation (an int), or a fraction in (0, 1).
         seed: seed of the train/val split and of the shuffle of each epoch. The global
             order of an epoch depends only on it, not on the number of processes: rank r of
             n takes every n-th sample of it, so n processes at batch B see the batches that
@@ -71,9 +72,9 @@ class VisionDataModule(LightningDataModule):
     def __init__(
         self,
         root: str = "datasets",
-        batch_size: int = 128,
-        num_workers: int | None = None,
-        val_size: int | float = 5000,
+        batch_size: PositiveInt = 128,
+        num_workers: NonNegativeInt | None = None,
+        val_size: PositiveInt | OpenUnitInterval = 5000,
         seed: int = 42,
     ) -> None:
         super().__init__()

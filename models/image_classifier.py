@@ -3,6 +3,7 @@
 from typing import Literal
 
 import torch
+from jsonargparse.typing import ClosedUnitInterval, NonNegativeFloat, PositiveFloat, restricted_number_type
 from lightning import LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
@@ -11,6 +12,11 @@ from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from models.nets.net import Net
+
+# A fraction that may be 0 but not 1; the CLI's parser refuses other values.
+RightOpenUnitInterval = restricted_number_type(
+    "RightOpenUnitInterval", float, [(">=", 0.0), ("<", 1.0)], docstring="A float in [0, 1)."
+)
 
 
 def is_log_step(trainer: Trainer, every: int | None = None) -> bool:
@@ -31,15 +37,15 @@ class ImageClassifier(LightningModule):
     Args:
         net: the network; its sizes come from the DataModule.
         num_classes: number of classes (filled in from the DataModule).
-        lr: learning rate for one process; see ``lr_scaling``.
-        momentum: SGD momentum.
+        lr: learning rate for one process (> 0); see ``lr_scaling``.
+        momentum: SGD momentum, in [0, 1).
         nesterov: use Nesterov momentum.
-        weight_decay: L2 penalty.
-        final_lr_ratio: lr at the last step, as a fraction of ``lr``.
-        warmup_ratio: fraction of the steps over which lr rises linearly to its peak.
+        weight_decay: L2 penalty (>= 0).
+        final_lr_ratio: lr at the last step, as a fraction of ``lr`` in [0, 1].
+        warmup_ratio: fraction of the steps, in [0, 1), over which lr rises linearly to its peak.
         lr_scaling: how lr grows with the world size W (devices x nodes): ``linear``
             (lr x W), ``sqrt`` (lr x sqrt(W)) or ``none``.
-        label_smoothing: cross-entropy label smoothing for training.
+        label_smoothing: cross-entropy label smoothing for training, in [0, 1).
         channels_last: keep weights and inputs in NHWC memory order (faster convolutions on
             recent GPUs and CPUs).
         compile: ``torch.compile`` the network in place (checkpoint keys unchanged).
@@ -49,20 +55,18 @@ class ImageClassifier(LightningModule):
         self,
         net: Net,
         num_classes: int = 10,
-        lr: float = 0.01,
-        momentum: float = 0.9,
+        lr: PositiveFloat = 0.01,
+        momentum: RightOpenUnitInterval = 0.9,
         nesterov: bool = False,
-        weight_decay: float = 5e-3,
-        final_lr_ratio: float = 0.1,
-        warmup_ratio: float = 0.0,
+        weight_decay: NonNegativeFloat = 5e-3,
+        final_lr_ratio: ClosedUnitInterval = 0.1,
+        warmup_ratio: RightOpenUnitInterval = 0.0,
         lr_scaling: Literal["none", "linear", "sqrt"] = "linear",
-        label_smoothing: float = 0.0,
+        label_smoothing: RightOpenUnitInterval = 0.0,
         channels_last: bool = False,
         compile: bool = False,
     ) -> None:
         super().__init__()
-        if not 0 <= warmup_ratio < 1:
-            raise ValueError(f"model.warmup_ratio must be in [0, 1), got {warmup_ratio}")
         # The CLI logs the whole run config; logger=False keeps these from being logged twice.
         self.save_hyperparameters(ignore=["net"], logger=False)
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format

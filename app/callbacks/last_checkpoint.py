@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
+from jsonargparse.typing import NonNegativeInt
 from lightning import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
@@ -35,7 +36,7 @@ class LastCheckpoint(Callback):
         every_n_steps: steps between saves; 0 saves at epoch ends (and on SIGTERM) only.
     """
 
-    def __init__(self, every_n_steps: int = 500) -> None:
+    def __init__(self, every_n_steps: NonNegativeInt = 500) -> None:
         self.every_n_steps = every_n_steps
         self.saved_at = -1
         self.pending_rng: dict[str, Any] | None = None

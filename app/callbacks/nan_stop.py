@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from jsonargparse.typing import PositiveInt
 from lightning import Callback, LightningModule, Trainer
 
 from app.errors import LossNotFiniteError
@@ -24,7 +25,7 @@ class StopOnNonFiniteLoss(Callback):
         check_every_n_steps: steps between reads; None: Lightning's ``log_every_n_steps``.
     """
 
-    def __init__(self, check_every_n_steps: int | None = None) -> None:
+    def __init__(self, check_every_n_steps: PositiveInt | None = None) -> None:
         self.every = check_every_n_steps
         self.first_bad: torch.Tensor | None = None  # the step after which the loss was bad, or NONE
         self.bad_loss: torch.Tensor | None = None

@@ -1,5 +1,6 @@
 """A small BatchNorm CNN tuned for time to accuracy on 28x28 and 32x32 images."""
 
+from jsonargparse.typing import PositiveInt
 from torch import Tensor, nn
 
 from models.nets.net import Net, flat_features
@@ -27,7 +28,7 @@ class FastCNN(Net):
     """
 
     def __init__(
-        self, in_channels: int = 1, num_classes: int = 10, image_size: int = 28, width: int = 16
+        self, in_channels: int = 1, num_classes: int = 10, image_size: int = 28, width: PositiveInt = 16
     ) -> None:
         super().__init__()
         self.features = nn.Sequential(

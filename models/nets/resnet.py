@@ -1,5 +1,6 @@
 """A small CIFAR-style residual network with BatchNorm (He et al., 2016, section 4.2)."""
 
+from jsonargparse.typing import PositiveInt
 from torch import Tensor, nn
 
 from models.nets.net import Net
@@ -42,7 +43,7 @@ class ResNet(Net):
         num_classes: int = 10,
         image_size: int = 32,
         depth: int = 20,
-        width: int = 16,
+        width: PositiveInt = 16,
     ) -> None:
         super().__init__()
         if depth < 8 or (depth - 2) % 6:

@@ -106,16 +106,12 @@ def test_a_batch_larger_than_a_process_share_is_one_line(args, share, mnist_root
     [
         (["--trainer.devices=0"], None, "error: `Trainer(devices='0')` value is not a valid input"),
         (["--model.lrr=0.1"], None, "error: unrecognized arguments: --model.lrr=0.1"),
-        (
-            ["--data.batch_size=abc"],
-            None,
-            """error: Parser key "data": Problem with given class_path 'data.MNISTDataModule': """
-            """Parser key "batch_size": Expected a <class 'int'>. Got value: abc""",
-        ),
+        (["--data.batch_size=abc"], None, "error: --data.batch_size must be an integer > 0, got abc"),
         ([], "model:\n  lr: [0.1\n", "error: Problems parsing config: while parsing a flow sequence in line"),
         ([], "model:\n  lrr: 0.1\n", "error: Subcommand 'fit' does not accept option 'model.lrr'"),
+        ([], "model:\n  lr: -0.1\n", "error: --model.lr must be a number > 0, got -0.1"),
     ],
-    ids=["devices=0", "unknown-flag", "wrong-type", "bad-yaml", "config-key-typo"],
+    ids=["devices=0", "unknown-flag", "wrong-type", "bad-yaml", "config-key-typo", "config-out-of-range"],
 )
 def test_a_bad_flag_or_config_is_one_line(args, config, expected, tmp_path):
     if config is not None:
@@ -127,21 +123,80 @@ def test_a_bad_flag_or_config_is_one_line(args, config, expected, tmp_path):
         assert result.stderr.strip() == error_line(result)  # jsonargparse's usage is not printed
 
 
-@pytest.mark.parametrize(
-    ("args", "expected"),
-    [
-        (["--model.warmup_ratio=1.5"], "error: model.warmup_ratio must be in [0, 1), got 1.5"),
-        (
-            ["--model.net=ResNet", "--model.net.depth=10"],
-            "error: ResNet depth must be 6n + 2 with n >= 1 (8, 14, 20, ...), got 10",
-        ),
-    ],
-    ids=["warmup", "depth"],
-)
-def test_a_value_a_class_rejects_is_one_line(args, expected, tmp_path):
-    result = run_app("fit", *args, shrink=False, cwd=tmp_path)
+def test_a_value_a_class_rejects_is_one_line(tmp_path):
+    result = run_app("fit", "--model.net=ResNet", "--model.net.depth=10", shrink=False, cwd=tmp_path)
     assert result.returncode == 1
-    assert error_line(result) == expected
+    assert error_line(result) == "error: ResNet depth must be 6n + 2 with n >= 1 (8, 14, 20, ...), got 10"
+
+
+# The parser checks these through the parameters' types (--help shows them): the line says the range.
+OUT_OF_RANGE = [
+    ("--data.batch_size=0", "an integer > 0"),
+    ("--data.batch_size=-8", "an integer > 0"),
+    ("--data.num_workers=-1", "an integer >= 0 or null"),
+    ("--data.val_size=0", "an integer > 0 or a number in (0, 1)"),
+    ("--data.val_size=1.5", "an integer > 0 or a number in (0, 1)"),
+    ("--data.val_size=-0.2", "an integer > 0 or a number in (0, 1)"),
+    ("--model.lr=0", "a number > 0"),
+    ("--model.lr=-0.01", "a number > 0"),
+    ("--model.momentum=1", "a number in [0, 1)"),
+    ("--model.weight_decay=-1e-4", "a number >= 0"),
+    ("--model.final_lr_ratio=1.5", "a number in [0, 1]"),
+    ("--model.warmup_ratio=1", "a number in [0, 1)"),
+    ("--model.warmup_ratio=-0.1", "a number in [0, 1)"),
+    ("--model.label_smoothing=1", "a number in [0, 1)"),
+    ("--model.lr_scaling=cubic", "one of 'none', 'linear', 'sqrt'"),
+    ("--last_checkpoint.every_n_steps=-1", "an integer >= 0"),
+    ("--nan_stop.check_every_n_steps=0", "an integer > 0 or null"),
+    ("--trainer.collective_timeout=0", "an integer > 0"),
+    ("--trainer.accumulate_grad_batches=0", "an integer > 0"),
+    ("--trainer.check_val_every_n_epoch=0", "an integer > 0 or null"),
+    ("--trainer.log_every_n_steps=-1", "an integer >= 0 or null"),
+    ("--trainer.gradient_clip_val=-1", "a number >= 0 or null"),
+]
+
+
+@pytest.mark.parametrize(("flag", "allowed"), OUT_OF_RANGE, ids=[flag for flag, _ in OUT_OF_RANGE])
+def test_a_value_out_of_its_range_is_one_line_before_anything_runs(flag, allowed, tmp_path):
+    result = run_app("fit", flag, shrink=False, cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.strip() == error_line(result)  # refused by the parser: nothing else printed
+    name, value = flag.split("=")
+    assert error_line(result) == f"error: {name} must be {allowed}, got {value}"
+
+
+def test_help_shows_the_ranges(tmp_path):
+    text = run_app("fit", "--help", shrink=False, cwd=tmp_path).stdout
+    for flag, kind in [
+        ("model.lr", "PositiveFloat"),
+        ("model.momentum", "RightOpenUnitInterval"),
+        ("trainer.collective_timeout", "PositiveInt"),
+        ("nan_stop.check_every_n_steps", "PositiveInt | null"),
+    ]:
+        entry = text.split(f"\n  --{flag} ")[1].split("\n  --")[0]
+        assert f"(type: {kind}," in " ".join(entry.split()), entry
+
+
+# A chosen class's own flags, and what Lightning's Trainer (or ours) refuses when it is built.
+REFUSED_LATER = [
+    (["--model.net=FastCNN", "--model.net.width=0"], "--model.net.width must be an integer > 0, got 0"),
+    (["--model.net=ResNet", "--model.net.width=-16"], "--model.net.width must be an integer > 0, got -16"),
+    (["--data=ImageFolderDataModule", "--data.image_size=0"], "--data.image_size must be an integer > 0"),
+    (["--trainer.max_epochs=-5"], "`max_epochs` must be a non-negative integer or -1"),
+    (["--trainer.max_steps=-5"], "`max_steps` must be a non-negative integer or -1"),
+    (["--trainer.num_nodes=0"], "`num_nodes` must be a positive integer, but got 0"),
+    (["--trainer.devices=-2"], "`devices` selected with `CPUAccelerator` should be an int > 0"),
+    (["--trainer.limit_train_batches=-1"], "You have passed invalid value -1 for limit_train_batches"),
+    (["--trainer.limit_val_batches=1.5"], "You have passed invalid value 1.5 for limit_val_batches"),
+    (["--trainer.val_check_interval=0"], "--trainer.val_check_interval must be a number of batches >= 1"),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), REFUSED_LATER, ids=[args[-1] for args, _ in REFUSED_LATER])
+def test_a_bad_network_data_or_trainer_value_is_one_line(args, expected, tmp_path):
+    result = run_app("fit", "--trainer.accelerator=cpu", *args, shrink=False, cwd=tmp_path)
+    assert result.returncode == 1
+    assert error_line(result).startswith(f"error: {expected}")
 
 
 @pytest.mark.parametrize(

@@ -76,6 +76,7 @@ def test_print_config_round_trips(tmp_path):
         "fit",
         "--print_config",
         "--model.lr=0.2",
+        "--data.val_size=0.2",  # PositiveInt | OpenUnitInterval: not written as 0
         configs=("configs/cifar10_resnet.yaml",),
         shrink=False,
         cwd=tmp_path,
@@ -85,7 +86,7 @@ def test_print_config_round_trips(tmp_path):
     saved.write_text(first.stdout)
     second = run_app("fit", "--print_config", configs=(str(saved),), shrink=False, cwd=tmp_path)
     check(second)
-    assert second.stdout == first.stdout and "lr: 0.2" in first.stdout
+    assert second.stdout == first.stdout and "lr: 0.2" in first.stdout and "val_size: 0.2" in first.stdout
 
 
 def test_missing_data_is_one_clear_line(tmp_path):
