@@ -4,9 +4,11 @@
 ARG BASE=pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
 FROM ${BASE}
 
+# TORCH_DISABLE_SHARE_RDZV_TCP_STORE: so `--entrypoint torchrun --max-restarts N` can restart workers (README).
 ENV PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PIP_ROOT_USER_ACTION=ignore
+    PIP_ROOT_USER_ACTION=ignore \
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 
 WORKDIR /app
 COPY pyproject.toml README.md ./

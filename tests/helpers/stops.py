@@ -65,3 +65,20 @@ class SlowSteps(Callback):
 
     def on_train_batch_end(self, *_) -> None:
         time.sleep(self.seconds)
+
+
+class KillAt(Callback):
+    """SIGKILLs this process once ``step`` optimizer steps are done, in a torchrun job's first attempt only.
+
+    Args:
+        step: the steps done before the kill.
+        rank: the rank that dies.
+    """
+
+    def __init__(self, step: int, rank: int) -> None:
+        self.step, self.rank = step, rank
+
+    def on_train_batch_end(self, trainer: Trainer, *_) -> None:
+        first = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+        if first and trainer.global_step == self.step and trainer.global_rank == self.rank:
+            os.kill(os.getpid(), signal.SIGKILL)
