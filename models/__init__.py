@@ -5,9 +5,9 @@ import pkgutil
 
 from models import nets
 from models.image_classifier import ImageClassifier, is_log_step
-from models.nets import CifarCNN, FastCNN, MnistCNN, Net, ResNet
+from models.nets import Backbone, CifarCNN, FastCNN, MnistCNN, Net, ResNet
 
-__all__ = ["CifarCNN", "FastCNN", "ImageClassifier", "MnistCNN", "Net", "ResNet", "is_log_step"]
+__all__ = ["Backbone", "CifarCNN", "FastCNN", "ImageClassifier", "MnistCNN", "Net", "ResNet", "is_log_step"]
 
 # Every file in nets/, so that a Net subclass in a new file is known to `--model.net` by its name.
 # Last, so that such a file can import what this package holds (`from models import Net`).

