@@ -7,7 +7,7 @@ from app.allocator import keep_freed_memory
 # Imports every module of app, models and data, after the third-party modules they import, and prints
 # what changed in the process: exit handlers, signal handlers, warnings filters, log filters, strategies.
 IMPORT_ALL = """
-import ast, atexit, importlib, logging, pathlib, pkgutil, signal, sys, warnings
+import ast, atexit, importlib, importlib.util, logging, pathlib, pkgutil, signal, sys, warnings
 ours = ("app", "models", "data")
 files = [p for package in ours for p in pathlib.Path(package).rglob("*.py")]
 for file in files:
@@ -15,7 +15,8 @@ for file in files:
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
         names += [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
         for name in names:
-            if name.split(".")[0] not in ours:
+            top = name.split(".")[0]
+            if top not in ours and importlib.util.find_spec(top):  # an optional extra (timm) may be absent
                 importlib.import_module(name)
 from lightning.pytorch.strategies import StrategyRegistry
 def state():
