@@ -130,7 +130,9 @@ class VisionDataModule(LightningDataModule):
         world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
         if train:
             # Padded to equal shards, so every rank runs the same number of steps.
-            sampler = DistributedSampler(dataset, world, rank, shuffle=True, seed=self.seed)
+            # Overfitting a few batches means the same ones each epoch: Lightning unshuffles a DataLoader's.
+            shuffle = not (self.trainer and self.trainer.overfit_batches)
+            sampler = DistributedSampler(dataset, world, rank, shuffle=shuffle, seed=self.seed)
             if self.batch_size > len(sampler):
                 processes = f"{world} process" + ("es" if world > 1 else "")
                 raise DataError(

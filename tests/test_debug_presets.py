@@ -1,0 +1,44 @@
+"""The debug presets stack on any preset and do what they say."""
+
+import pytest
+import torch
+from helpers.cli import check, logged, run_app, run_folder
+
+from data import MNISTDataModule
+from models import ImageClassifier, MnistCNN
+
+DEBUG = ["configs/debug/fast_dev_run.yaml", "configs/debug/limit_batches.yaml", "configs/debug/profile.yaml"]
+
+
+@pytest.mark.parametrize("preset", DEBUG)
+def test_each_debug_preset_stacks_on_a_preset_and_runs(preset, mnist_root, tmp_path):
+    args = [f"--data.root={mnist_root}", "--data.val_size=0.2", "--data.num_workers=0"]
+    args += ["--trainer.logger=CSVLogger", "--trainer.enable_progress_bar=false"]
+    check(run_app("fit", *args, configs=("configs/mnist.yaml", preset), shrink=False, cwd=tmp_path))
+    if preset.endswith("profile.yaml"):
+        report = (run_folder(tmp_path) / "fit-profile.txt").read_text()
+        assert "run_training_epoch" in report
+
+
+def test_overfit_preset_learns_its_batches_by_heart(mnist_root, tmp_path):
+    """A model that can learn: 4 batches seen 60 times end ~100 % right."""
+    args = [
+        f"--data.root={mnist_root}",
+        "--data.val_size=0.2",
+        "--data.num_workers=0",
+        "--data.batch_size=32",
+    ]
+    args += ["--trainer.logger=CSVLogger", "--trainer.enable_progress_bar=false"]
+    configs = ("configs/mnist.yaml", "configs/debug/overfit.yaml")
+    check(run_app("fit", *args, configs=configs, shrink=False, cwd=tmp_path))
+    ckpt = run_folder(tmp_path) / "checkpoints" / "last.ckpt"
+    model = ImageClassifier(MnistCNN(), 10)
+    model.load_state_dict(torch.load(ckpt, weights_only=True)["state_dict"])
+    data = MNISTDataModule(root=str(mnist_root), download=False, batch_size=32, val_size=0.2, num_workers=0)
+    data.setup("fit")
+    # overfit_batches trains on the first batches of the training split, unshuffled.
+    images, labels = zip(*(data.train_set[i] for i in range(4 * 32)), strict=True)
+    with torch.no_grad():
+        predicted = model.eval()(torch.stack(images)).argmax(1)
+    accuracy = (predicted == torch.tensor(labels)).float().mean().item()
+    assert accuracy >= 0.98, (accuracy, logged(run_folder(tmp_path))["train/loss"][-3:])
