@@ -22,7 +22,7 @@ from app.distributed.dp_strategy import batch_takers
 from app.errors import USER_ERRORS, UsageError, fail, peer_gone
 from app.parser import Parser
 from app.runs import folder
-from app.runs.checkpoints import check_fits
+from app.runs.checkpoints import check_checkpoint, check_fits
 from app.runs.config import RunConfig
 from app.runs.wandb_logger import WandbLogger
 from app.trainer import Trainer
@@ -70,7 +70,7 @@ class CLI(LightningCLI):
         subcommand = self.config.get("subcommand")
         ckpt = self.config[subcommand].get("ckpt_path") if subcommand else None
         if ckpt and ckpt != "last":
-            folder.check_checkpoint(ckpt)
+            check_checkpoint(ckpt)
         super()._parse_ckpt_path()
 
     def before_instantiate_classes(self) -> None:
