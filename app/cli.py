@@ -22,7 +22,7 @@ from app.distributed.dp_strategy import batch_takers
 from app.errors import USER_ERRORS, UsageError, fail, peer_gone
 from app.parser import Parser
 from app.runs import folder
-from app.runs.checkpoints import check_checkpoint, check_fits
+from app.runs.checkpoints import check_checkpoint, check_fits, last_of
 from app.runs.config import RunConfig
 from app.runs.wandb_logger import WandbLogger
 from app.trainer import Trainer
@@ -195,12 +195,12 @@ def main(args: list[str] | None = None) -> None:
         # The process that failed first printed why; this one only lost its peer.
         fail("another process of this job failed (its error is above); this one stopped too")
     except SIGTERMException:
-        run = os.environ.get(folder.RUN_DIR_ENV, "the run folder")
+        last = last_of(os.environ.get(folder.RUN_DIR_ENV, "RUN"))
         given = args if args is not None else sys.argv[1:]
         resume = shlex.join(["python", "-m", "app", *without_ckpt_path(given), "--ckpt_path", "last"])
         signal_name = last_checkpoint.stopped_by or "SIGTERM"
         how = "Ctrl-C" if signal_name == "SIGINT" else signal_name
-        sys.stderr.write(f"stopped by {how}: saved {run}/checkpoints/last.ckpt; resume with: {resume}\n")
+        sys.stderr.write(f"stopped by {how}: saved {last}; resume with: {resume}\n")
         sys.exit(128 + getattr(signal.Signals, signal_name).value)
     finally:
         folder.unlock()

@@ -3,7 +3,6 @@
 import os
 import signal
 import threading
-from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
@@ -12,6 +11,7 @@ from lightning import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from app.runs import rng_states
+from app.runs.checkpoints import last_of
 
 RNG_KEY = "rng_states"
 
@@ -42,15 +42,10 @@ class LastCheckpoint(Callback):
         self.pending_rng: dict[str, Any] | None = None
         self.sigint_before: Any = None
 
-    @staticmethod
-    def path(trainer: Trainer) -> Path:
-        """Where ``last.ckpt`` goes: the run folder's ``checkpoints/``."""
-        return Path(trainer.default_root_dir) / "checkpoints" / "last.ckpt"
-
     def save(self, trainer: Trainer) -> None:
         if trainer.sanity_checking or trainer.global_step == self.saved_at:
             return
-        trainer.save_checkpoint(self.path(trainer), weights_only=False)
+        trainer.save_checkpoint(last_of(trainer.default_root_dir), weights_only=False)
         self.saved_at = trainer.global_step
 
     def on_train_batch_end(self, trainer: Trainer, *_) -> None:

@@ -1,6 +1,5 @@
 """Stop training after a NaN or infinite loss, before any checkpoint holds the spoiled weights."""
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -8,6 +7,7 @@ from jsonargparse.typing import PositiveInt
 from lightning import Callback, LightningModule, Trainer
 
 from app.errors import LossNotFiniteError
+from app.runs.checkpoints import last_of
 from models import is_log_step
 
 NONE = 2**62  # the step recorded while every loss has been finite
@@ -61,7 +61,7 @@ class StopOnNonFiniteLoss(Callback):
         if first == NONE:
             return
         value = f"{self.bad_loss.item()}" if mine == first else "not finite on another rank"
-        kept = Path(trainer.default_root_dir, "checkpoints", "last.ckpt")
+        kept = last_of(trainer.default_root_dir)
         raise LossNotFiniteError(
             f"the training loss is {value} at step {first}; "
             + (

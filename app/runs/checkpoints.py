@@ -17,6 +17,16 @@ from app.errors import CheckpointWriteError, UsageError
 TEMP_MARK = ".tmp-"  # in the names of files being written
 
 
+def folder_of(run: Path | str) -> Path:
+    """A run's checkpoint folder."""
+    return Path(run) / "checkpoints"
+
+
+def last_of(run: Path | str) -> Path:
+    """A run's ``last.ckpt``: where resumes start from."""
+    return folder_of(run) / "last.ckpt"
+
+
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Writes to a temporary file in the target folder, fsyncs it, then renames it over the target.
 
@@ -99,14 +109,14 @@ def _intact(path: str, size: int, mtime_ns: int) -> bool:
 
 def checkpoints(run: Path) -> list[Path]:
     """Checkpoints of one run, newest first (temporary files of an interrupted save left out)."""
-    found = [*run.glob("checkpoints/*.ckpt"), *run.glob("*.ckpt")]
+    found = [*folder_of(run).glob("*.ckpt"), *run.glob("*.ckpt")]
     found = [p for p in found if TEMP_MARK not in p.name]
     return sorted(found, key=lambda p: p.stat().st_mtime_ns, reverse=True)
 
 
 def remove_stale_temps(run: Path) -> None:
     """Delete half-written checkpoints left by a process killed while saving."""
-    for path in [*run.glob(f"checkpoints/*{TEMP_MARK}*"), *run.glob(f"*{TEMP_MARK}*")]:
+    for path in [*folder_of(run).glob(f"*{TEMP_MARK}*"), *run.glob(f"*{TEMP_MARK}*")]:
         path.unlink(missing_ok=True)
 
 

@@ -23,7 +23,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from app.errors import RunFolderError, UsageError
 from app.runs import loggers
-from app.runs.checkpoints import check_checkpoint, checkpoints, intact, remove_stale_temps
+from app.runs.checkpoints import check_checkpoint, checkpoints, folder_of, intact, remove_stale_temps
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def unsaved(parent: Path) -> Path | None:
 def run_of(checkpoint: Path) -> Path | None:
     """The run folder ``checkpoint`` belongs to, if it sits in our layout."""
     for folder in (checkpoint.parent.parent, checkpoint.parent):
-        if (folder / "config.yaml").is_file() or (folder / "checkpoints").is_dir():
+        if (folder / "config.yaml").is_file() or folder_of(folder).is_dir():
             return folder
     return None
 
@@ -153,7 +153,7 @@ def resolve(config) -> Run:
     config.trainer.default_root_dir = str(run)
     if "checkpoint" in config:
         given["checkpoint.dirpath"] = config.checkpoint.dirpath
-        config.checkpoint.dirpath = str(run / "checkpoints")
+        config.checkpoint.dirpath = str(folder_of(run))
     loggers.configure(config.trainer.get("logger"), run, name, rank_zero)
     return Run(run, created and rank_zero, given)
 
