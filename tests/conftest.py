@@ -7,9 +7,26 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 from helpers.data_files import write_cifar, write_image_folder, write_mnist
 
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, each worker (and the processes it starts) gets its share of the cores:
+    two workers spinning two OpenMP threads each on two cores run several times slower."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that start several processes (the long ones) first: under pytest-xdist they then run
+    beside the short ones rather than alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("distributed") is None)
 
 
 @pytest.fixture(scope="session")
