@@ -46,7 +46,6 @@ class TorchvisionDataModule(VisionDataModule):
         super().__init__(root, batch_size, num_workers, val_size, seed)
         self.download = download
         self.loader = loader
-        self.resume_state: dict | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -70,29 +69,13 @@ class TorchvisionDataModule(VisionDataModule):
         def transform(batch: Tensor, generator: torch.Generator) -> Tensor:
             return normalize(self.augment(batch, generator) if train else batch, mean, std)
 
-        loader = ResidentLoader(
+        return ResidentLoader(
             images[indices].contiguous().to(device),
             labels.to(device),
             self.batch_size,
             self.sampler(dataset, train),
             transform,
         )
-        if train:
-            if self.resume_state:
-                loader.load_state_dict(self.resume_state)
-            self.train_loader, self.resume_state = loader, None
-        return loader
-
-    def state_dict(self) -> dict:
-        """The resident train loader's place in its epoch, saved in checkpoints."""
-        loader = getattr(self, "train_loader", None)
-        return {"train_loader": loader.state_dict()} if loader is not None else {}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Resume mid-epoch: the next train loader starts at the first batch not trained on."""
-        # Lightning builds the train loader before it restores loop states (to count the steps of
-        # the lr schedule), so it never hands a loader its saved state; the DataModule's comes first.
-        self.resume_state = state.get("train_loader")
 
     @property
     def class_names(self) -> list[str]:

@@ -1,7 +1,7 @@
 """The base of every DataModule here: train/val split, test split, transforms, loaders."""
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -9,6 +9,7 @@ from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt
 from lightning import LightningDataModule
 from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torchdata.stateful_dataloader import StatefulDataLoader
 from torchvision.transforms import v2
 
 
@@ -33,17 +34,35 @@ class TransformedSubset(Dataset):
 
     One decoded data set serves both the augmented train split and the plain val split,
     which ``torch.utils.data.Subset`` cannot do (the transform belongs to the data set).
+    Asked for ``(epoch, i)`` (see :class:`EpochSampler`), sample ``i``'s random transform is
+    seeded by ``seed``, the epoch and ``i``: the same whichever worker process draws it, and
+    after a resume.
     """
 
-    def __init__(self, dataset: Dataset, indices: Sequence[int], transform: Callable) -> None:
-        self.dataset, self.indices, self.transform = dataset, indices, transform
+    def __init__(self, dataset: Dataset, indices: Sequence[int], transform: Callable, seed: int = 0) -> None:
+        self.dataset, self.indices, self.transform, self.seed = dataset, indices, transform, seed
 
     def __len__(self) -> int:
         return len(self.indices)
 
-    def __getitem__(self, i: int) -> tuple[Any, int]:
+    def __getitem__(self, key: int | tuple[int, int]) -> tuple[Any, int]:
+        if not isinstance(key, tuple):
+            image, label = self.dataset[self.indices[key]]
+            return self.transform(image), label
+        epoch, i = key
         image, label = self.dataset[self.indices[i]]
-        return self.transform(image), label
+        # torchvision's transforms draw from the global generator: seed it for this sample only.
+        with torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(hash((self.seed, epoch, i)) & (2**63 - 1))
+            return self.transform(image), label
+
+
+class EpochSampler(DistributedSampler):
+    """A ``DistributedSampler`` that yields ``(epoch, index)``, for per-sample seeded augmentation."""
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        epoch = self.epoch
+        return ((epoch, i) for i in super().__iter__())
 
 
 class VisionDataModule(LightningDataModule):
@@ -83,6 +102,7 @@ class VisionDataModule(LightningDataModule):
         self.num_workers = num_workers
         self.val_size = val_size
         self.seed = seed
+        self.resume_state: dict | None = None  # where a resumed epoch stands (see load_state_dict)
 
     def load(self, train: bool) -> Dataset:
         """The train or test set on disk, yielding (PIL image, label)."""
@@ -108,7 +128,7 @@ class VisionDataModule(LightningDataModule):
                     f"(the train set has {len(train)}); pass a smaller --data.val_size"
                 )
             order = torch.randperm(len(train), generator=torch.Generator().manual_seed(self.seed)).tolist()
-            self.train_set = TransformedSubset(train, order[n_val:], self.train_transform())
+            self.train_set = TransformedSubset(train, order[n_val:], self.train_transform(), self.seed)
             self.val_set = TransformedSubset(train, order[:n_val], self.eval_transform())
         if stage in ("test", "predict"):
             test = self.load(train=False)
@@ -119,20 +139,24 @@ class VisionDataModule(LightningDataModule):
         """``num_workers``, or the cores per device minus one (at most 8; none if 2 or fewer,
         where workers would only take cores from the training process)."""
         if self.num_workers is not None:
-            return self.num_workers
+            return int(self.num_workers)  # a plain int: loader states in checkpoints hold it
         devices = self.trainer.num_devices if self.trainer else 1
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         per_device = cores // devices
         return 0 if per_device <= 2 else min(8, per_device - 1)
 
-    def sampler(self, dataset: TransformedSubset, train: bool) -> DistributedSampler:
-        """This rank's share of ``dataset``: shuffled per epoch for training, in order otherwise."""
+    def sampler(
+        self, dataset: TransformedSubset, train: bool, with_epoch: bool = False
+    ) -> DistributedSampler:
+        """This rank's share of ``dataset``: shuffled per epoch for training, in order otherwise;
+        ``with_epoch``: yields ``(epoch, index)`` (see :class:`TransformedSubset`)."""
         world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
         if train:
             # Padded to equal shards, so every rank runs the same number of steps.
             # Overfitting a few batches means the same ones each epoch: Lightning unshuffles a DataLoader's.
             shuffle = not (self.trainer and self.trainer.overfit_batches)
-            sampler = DistributedSampler(dataset, world, rank, shuffle=shuffle, seed=self.seed)
+            kind = EpochSampler if with_epoch else DistributedSampler
+            sampler = kind(dataset, world, rank, shuffle=shuffle, seed=self.seed)
             if self.batch_size > len(sampler):
                 processes = f"{world} process" + ("es" if world > 1 else "")
                 raise DataError(
@@ -147,17 +171,36 @@ class VisionDataModule(LightningDataModule):
     def dataloader(self, dataset: TransformedSubset, train: bool = False) -> Iterable:
         """Batches of ``dataset`` for this rank: a DataLoader with worker processes."""
         workers = self.workers()
-        return DataLoader(
-            dataset,
-            batch_size=self.batch_size,
-            sampler=self.sampler(dataset, train),
-            num_workers=workers,
-            persistent_workers=workers > 0,
-            pin_memory=torch.cuda.is_available(),
-        )
+        options: dict[str, Any] = {
+            "batch_size": int(self.batch_size),
+            "sampler": self.sampler(dataset, train, with_epoch=train),
+            "num_workers": workers,
+            "persistent_workers": workers > 0,
+            "pin_memory": torch.cuda.is_available(),
+        }
+        if not train:
+            return DataLoader(dataset, **options)
+        # Stateful: its place in the epoch goes into checkpoints, for an exact mid-epoch resume. Its own
+        # generator keeps it from drawing on the global one, whose states the checkpoints also hold.
+        return StatefulDataLoader(dataset, generator=torch.Generator().manual_seed(self.seed), **options)
 
     def train_dataloader(self) -> Iterable:
-        return self.dataloader(self.train_set, train=True)
+        loader = self.dataloader(self.train_set, train=True)
+        if self.resume_state:
+            loader.load_state_dict(self.resume_state)
+        self.train_loader, self.resume_state = loader, None
+        return loader
+
+    def state_dict(self) -> dict:
+        """The train loader's place in its epoch, saved in checkpoints."""
+        loader = getattr(self, "train_loader", None)
+        return {"train_loader": loader.state_dict()} if loader is not None else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume mid-epoch: the next train loader starts at the first batch not trained on."""
+        # Lightning builds the train loader before it restores loop states (to count the steps of
+        # the lr schedule), so it never hands a loader its saved state; the DataModule's comes first.
+        self.resume_state = state.get("train_loader")
 
     def val_dataloader(self) -> Iterable:
         return self.dataloader(self.val_set)

@@ -156,23 +156,39 @@ def test_lr_scaling_follows_the_world_size(scaling, factor, mnist_root, tmp_path
     assert first_lr == pytest.approx(0.01 * factor)
 
 
-def test_slurm_script_trains_on_two_tasks(mnist_root, tmp_path):
-    """scripts/slurm.sbatch as sbatch would run it on one node with 2 tasks (srun stood in for)."""
+def test_slurm_script_trains_on_two_tasks_and_a_requeued_job_resumes_its_run(mnist_root, tmp_path):
+    """scripts/slurm.sbatch as sbatch would run it on one node with 2 tasks (srun stood in for),
+    then as SLURM runs it again after a requeue (SLURM_RESTART_COUNT=1), told to train longer."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "srun").symlink_to(ROOT / "tests" / "helpers" / "fake_srun")
     slurm = {"SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_NNODES": "1", "SLURM_JOB_ID": "4242"}
-    slurm |= {"SLURM_JOB_NAME": "app-fit", "SLURM_NODELIST": "localhost", "MASTER_PORT": str(free_port())}
+    slurm |= {"SLURM_JOB_NAME": "app-fit", "SLURM_NODELIST": "localhost"}
     path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]])
-    env = {**app_env(), **slurm, "PATH": path}
     args = [*SHRINK, "--trainer.accelerator=cpu", f"--data.root={mnist_root}", "--test_after_fit=false"]
-    command = ["bash", str(ROOT / "scripts" / "slurm.sbatch"), *args, probe(tmp_path / "probe")]
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    check(result)
-    # Lightning joined SLURM's 2 tasks instead of launching processes of its own.
-    assert (result.stdout + result.stderr).count("Initializing distributed: GLOBAL_RANK") == 2
-    end = [load_probe(tmp_path / "probe", "end", rank) for rank in (0, 1)]
-    assert end[0]["world_size"] == 2 and max_difference(end[0]["weights"], end[1]["weights"]) == 0
+    steps = []
+    for restarts, epochs in ((0, 1), (1, 2)):
+        env = {**app_env(), **slurm, "PATH": path, "MASTER_PORT": str(free_port())}
+        env["SLURM_RESTART_COUNT"] = str(restarts)
+        probed = probe(tmp_path / f"probe{restarts}")
+        command = [
+            "bash",
+            str(ROOT / "scripts" / "slurm.sbatch"),
+            *args,
+            f"--trainer.max_epochs={epochs}",
+            probed,
+        ]
+        result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        check(result)
+        # Lightning joined SLURM's 2 tasks instead of launching processes of its own.
+        assert (result.stdout + result.stderr).count("Initializing distributed: GLOBAL_RANK") == 2
+        end = [load_probe(tmp_path / f"probe{restarts}", "end", rank) for rank in (0, 1)]
+        assert end[0]["world_size"] == 2 and max_difference(end[0]["weights"], end[1]["weights"]) == 0
+        steps.append(end[0]["global_step"])
+    # The requeued job continued the first one's run, in its folder, for one more epoch.
+    assert steps[1] == 2 * steps[0] > 0
+    assert "--ckpt_path last: resuming from runs/" in result.stderr
+    assert [p.name for p in tmp_path.glob("runs/*/*")] == ["version_0"]
     assert "#SBATCH --signal=SIGUSR1@90" in (ROOT / "scripts" / "slurm.sbatch").read_text()
 
 

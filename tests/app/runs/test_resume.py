@@ -62,6 +62,34 @@ def test_resume_after_sigterm_ends_with_the_weights_of_an_uninterrupted_run(mnis
     assert not list(cut.glob("*/runs/*/version_1"))
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_mid_epoch_resume_on_the_dataloader_path_is_exact(workers, cifar10_root, tmp_path):
+    # CIFAR-10's per-image random crop and flip, in a DataLoader with `workers` worker processes:
+    # 400 training samples at batch 50, 8 steps an epoch; SIGTERM after step 5, then resumed.
+    args = [
+        *TWO_EPOCHS[:2],
+        *TWO_EPOCHS[3:],
+        "--data.batch_size=50",
+        f"--data.root={cifar10_root}",
+        "--data.verify=false",
+        "--data.loader=torch",
+        f"--data.num_workers={workers}",
+    ]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    check(run_app("fit", *args, probe(whole), cwd=whole, configs=("configs/cifar10.yaml",)))
+    stopped = run_process(
+        "fit", *args, callback("helpers.stops.SigtermAt", step=5), cwd=cut, configs=("configs/cifar10.yaml",)
+    )
+    assert stopped.returncode == 143, stopped.stderr[-2000:]
+    resumed = run_app(
+        "fit", *args, "--ckpt_path=last", probe(cut), cwd=cut, configs=("configs/cifar10.yaml",)
+    )
+    check(resumed)
+    end, uninterrupted = load_probe(cut, "end", 0), load_probe(whole, "end", 0)
+    assert end["global_step"] == uninterrupted["global_step"] == 16
+    assert max_difference(end["weights"], uninterrupted["weights"]) == 0
+
+
 def test_last_skips_a_torn_checkpoint_and_names_it(mnist_root, tmp_path):
     data = f"--data.root={mnist_root}"
     check(run_app("fit", data, "--test_after_fit=false", cwd=tmp_path))
