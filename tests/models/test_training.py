@@ -71,3 +71,12 @@ def test_compile_keeps_checkpoint_keys():
     compiled = ImageClassifier(MnistCNN(), compile=True)
     assert compiled.net._compiled_call_impl is not None  # forward goes through torch.compile
     assert compiled.state_dict().keys() == keys
+
+
+@pytest.mark.parametrize(
+    ("scaling", "factors"), [("linear", [1, 4, 64]), ("sqrt", [1, 2, 8]), ("none", [1, 1, 1])]
+)
+def test_lr_grows_with_the_world_size_as_lr_scaling_says(scaling, factors):
+    """Worlds of 1, 4 and 64 processes; a real 2-process run is in app/distributed/test_distributed.py."""
+    model = ImageClassifier(MnistCNN(), lr=0.01, lr_scaling=scaling)
+    assert [model.scaled_lr(world) for world in (1, 4, 64)] == pytest.approx([0.01 * f for f in factors])

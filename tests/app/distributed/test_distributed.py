@@ -22,6 +22,7 @@ from helpers.cli import (
     logged,
     max_difference,
     probe,
+    run_app,
     run_folder,
     run_process,
 )
@@ -36,7 +37,7 @@ def single_2b(mnist_root, tmp_path_factory):
     cwd = tmp_path_factory.mktemp("single")
     args = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--data.batch_size=128", "--model.lr=0.02"]
     check(
-        run_process(
+        run_app(
             "fit", *args, f"--data.root={mnist_root}", "--test_after_fit=false", probe(cwd / "probe"), cwd=cwd
         )
     )
@@ -77,7 +78,7 @@ def test_evaluation_counts_every_sample_once(mnist_root, tmp_path):
     ckpt = f"--ckpt_path={run / 'checkpoints' / 'last.ckpt'}"
     single = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.strategy=auto", ckpt, *data]
     for subcommand in ("validate", "test"):
-        check(run_process(subcommand, *single, configs=(str(run / "config.yaml"),), cwd=tmp_path))
+        check(run_app(subcommand, *single, configs=(str(run / "config.yaml"),), cwd=tmp_path))
         alone = logged(run)
         stage = "val" if subcommand == "validate" else "test"
         # fit tested its best checkpoint; with one epoch that is the last one.
@@ -89,14 +90,16 @@ def torchrun(*options: str) -> tuple[str, ...]:
     return ("-m", "torch.distributed.run", f"--master_port={free_port()}", *options)
 
 
-def test_torchrun_launches_the_same_training(mnist_root, tmp_path):
+def test_torchrun_launches_the_same_training(single_2b, mnist_root, tmp_path):
     """torchrun starts the 2 processes itself; Lightning must join them, not launch its own."""
-    args = [*CPU2, "--trainer.strategy=ddp", f"--data.root={mnist_root}", "--test_after_fit=false"]
-    check(run_process("fit", *args, probe(tmp_path / "lightning"), cwd=tmp_path))
-    launcher = torchrun("--nproc_per_node=2")
-    check(run_process("fit", *args, probe(tmp_path / "torchrun"), launcher=launcher, cwd=tmp_path))
-    by_torchrun = load_probe(tmp_path / "torchrun", "end", 1)["weights"]
-    assert max_difference(by_torchrun, load_probe(tmp_path / "lightning", "end", 0)["weights"]) == 0
+    args = [*CPU2, "--trainer.strategy=ddp", "--data.batch_size=64", "--model.lr=0.01"]
+    args += [f"--data.root={mnist_root}", "--test_after_fit=false", probe(tmp_path)]
+    result = run_process("fit", *args, launcher=torchrun("--nproc_per_node=2"), cwd=tmp_path)
+    check(result)
+    assert (result.stdout + result.stderr).count("Initializing distributed: GLOBAL_RANK") == 2
+    end = [load_probe(tmp_path, "end", r) for r in (0, 1)]
+    assert end[0]["world_size"] == 2 and max_difference(end[0]["weights"], end[1]["weights"]) == 0
+    assert max_difference(end[1]["weights"], single_2b["weights"]) < 1e-5
 
 
 def test_torchrun_world_size_mismatch_is_one_clear_line(mnist_root, tmp_path):
@@ -145,15 +148,14 @@ def test_two_nodes_on_loopback_end_with_the_same_weights(mnist_root, tmp_path):
     assert max_difference(end[0]["weights"], end[1]["weights"]) == 0
 
 
-@pytest.mark.parametrize(("scaling", "factor"), [("sqrt", 2**0.5), ("none", 1.0)])
-def test_lr_scaling_follows_the_world_size(scaling, factor, mnist_root, tmp_path):
-    args = [*CPU2, "--trainer.strategy=ddp", f"--model.lr_scaling={scaling}", "--model.lr=0.01"]
+def test_lr_scaling_follows_the_world_size(mnist_root, tmp_path):
+    args = [*CPU2, "--trainer.strategy=ddp", "--model.lr_scaling=sqrt", "--model.lr=0.01"]
     args += ["--trainer.callbacks+=LearningRateMonitor", "--test_after_fit=false"]
     result = run_process("fit", *args, f"--data.root={mnist_root}", cwd=tmp_path)
     check(result)
-    assert f"with {scaling} scaling to world size 2" in result.stderr + result.stdout
+    assert "with sqrt scaling to world size 2" in result.stderr + result.stdout
     first_lr = logged(run_folder(tmp_path))["lr-SGD"][0]
-    assert first_lr == pytest.approx(0.01 * factor)
+    assert first_lr == pytest.approx(0.01 * 2**0.5)
 
 
 def test_slurm_script_trains_on_two_tasks_and_a_requeued_job_resumes_its_run(mnist_root, tmp_path):
