@@ -35,3 +35,7 @@ def prepare() -> None:
     # A resumed run logs into its own folder again: Lightning's warnings about a non-empty folder are moot.
     warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty")
     warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+    # An epoch shorter than log_every_n_steps still logs train/loss at its end (ImageClassifier).
+    warnings.filterwarnings("ignore", message=r"The number of training batches \(\d+\) is smaller")
+    # torchdata's StatefulDataLoader calls a torch function torch has deprecated; nothing for users to do.
+    warnings.filterwarnings("ignore", message=r"'set_vital' is deprecated")
