@@ -1,5 +1,7 @@
 """``python -m app`` as users run it: a real subprocess on data in the real formats."""
 
+import textwrap
+
 import pytest
 from helpers.cli import ROOT, check, logged, run_app, run_folder
 
@@ -130,3 +132,39 @@ def test_a_checkpoint_is_evaluated_with_the_config_of_its_run(cifar10_root, tmp_
     check(run_app("test", f"--ckpt_path={best}", *data, cwd=tmp_path))
     first, again = logged(run)["test/acc"]
     assert again == first
+
+
+NETS_SHARING_AN_ARGUMENT = """
+    from torch import nn
+
+    from models import Net
+
+
+    class Narrow(Net):
+        def __init__(self, in_channels=1, num_classes=10, image_size=28, width: int = 4) -> None:
+            super().__init__()
+            self.head = nn.Linear(in_channels * image_size**2, num_classes)
+
+
+    class Wide(Narrow):
+        def __init__(self, in_channels=1, num_classes=10, image_size=28, width: int = 64) -> None:
+            super().__init__(in_channels, num_classes, image_size, width)
+"""
+
+
+def test_switching_the_class_gives_its_own_defaults(tmp_path, monkeypatch):
+    # defaults.yaml names MNISTDataModule: its val_size 5000 and root datasets are not the user's.
+    result = run_app("fit", "--data=ImageFolderDataModule", "--print_config", shrink=False, cwd=tmp_path)
+    check(result)
+    assert "root: datasets/images" in result.stdout and "val_size: 0.1" in result.stdout
+    # What the user sets before the switch stays; the old class's defaults do not.
+    (tmp_path / "two_nets.py").write_text(textwrap.dedent(NETS_SHARING_AN_ARGUMENT))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    preset = tmp_path / "narrow.yaml"
+    preset.write_text("model:\n  net: two_nets.Narrow\n")
+    for given, width in (([], 64), (["--model.net.width=8"], 8)):
+        args = ["--data.batch_size=7", *given, "--model.net=two_nets.Wide", "--data=ImageFolderDataModule"]
+        result = run_app("fit", *args, "--print_config", configs=(str(preset),), shrink=False, cwd=tmp_path)
+        check(result)
+        assert f"width: {width}\n" in result.stdout and "batch_size: 7\n" in result.stdout
+        assert "val_size: 0.1" in result.stdout
