@@ -30,6 +30,10 @@ REFUSED = (
 )
 
 
+# Where a config picks a class that users switch with a flag (--data CIFAR10DataModule).
+SWITCHED_CLASSES = ("data", "model.net")
+
+
 class Parser(LightningArgumentParser):
     """LightningCLI's parser, except that a bad flag or config ends in one ``error:`` line, exit 1.
 
@@ -42,21 +46,18 @@ class Parser(LightningArgumentParser):
         super().__init__(*args, **kwargs)
 
     def get_defaults(self, *args, **kwargs) -> Namespace:
-        """The defaults, each class given by class_path (``data``, ``model.net``) without its own defaults.
+        """The defaults, with ``data`` and ``model.net`` holding only the init_args a config set.
 
         jsonargparse carries init_args over when a later ``--data X`` or YAML changes the class_path
         and X takes them (by design: a value you set survives the switch). Filled in from the first
-        class's signature, MNIST's ``val_size: 5000`` would pass for a value of yours and replace X's own
-        default; dropped here, X gets its defaults and only what you set is carried over.
+        class's signature, MNIST's ``val_size: 5000`` would pass for a value of yours and replace X's
+        own default. Only these two: a logger switched to ``CSVLogger`` relies on the ``save_dir``
+        it takes over from the default logger until the run folder is known.
         """
         cfg = super().get_defaults(*args, **kwargs)
-        for key in cfg.keys(branches=True):
+        for key in SWITCHED_CLASSES:
             spec = cfg.get(key)
-            if (
-                isinstance(spec, Namespace)
-                and "class_path" in spec
-                and isinstance(spec.get("init_args"), Namespace)
-            ):
+            if isinstance(spec, Namespace) and isinstance(spec.get("init_args"), Namespace):
                 own = class_defaults(spec.class_path)
                 for name, value in list(spec.init_args.items()):
                     if name in own and own[name] == value:
