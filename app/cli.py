@@ -92,6 +92,7 @@ class CLI(LightningCLI):
         except BaseException:
             folder.discard(self.run)
             raise
+        follow_weights(self.model, self.datamodule)
 
     def _run_subcommand(self, subcommand: str) -> None:
         try:
@@ -204,6 +205,20 @@ def main(args: list[str] | None = None) -> None:
         sys.exit(128 + getattr(signal.Signals, signal_name).value)
     finally:
         folder.unlock()
+
+
+def follow_weights(model: object, datamodule: object) -> None:
+    """Give the data the resize, crop and normalization of the network's pretrained weights.
+
+    Known only once the network is built (they come with the weights), so neither a link from
+    model to data (data is built first, and feeds the network its sizes) nor a default can carry
+    them; and ``data/`` does not import ``models/``: the two meet here. A DataModule that takes
+    them has ``follow_weights`` (``ImageFolderDataModule``; ``--data.mean``/``std`` given win).
+    """
+    preprocessing = getattr(getattr(model, "net", None), "preprocessing", lambda: None)()
+    if preprocessing is not None and hasattr(datamodule, "follow_weights"):
+        p = preprocessing
+        datamodule.follow_weights(p.resize_size, p.crop_size, p.mean, p.std)
 
 
 def without_ckpt_path(args: list[str]) -> list[str]:

@@ -1,35 +1,49 @@
-"""Your own images, one folder per class."""
+"""Your own images, one folder per class, at their own resolution and aspect."""
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
+import torch
 from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt
-from PIL import Image, UnidentifiedImageError
+from lightning.pytorch.utilities import rank_zero_info
+from torch import Tensor
 from torch.utils.data import Dataset
-from torchvision.datasets import ImageFolder
-from torchvision.datasets.folder import IMG_EXTENSIONS, default_loader
-from torchvision.transforms import v2
+from torchvision.transforms.v2 import functional as F
 
+from data import batch_transforms, photo_cache, photos
+from data.resident import ResidentLoader
 from data.vision import DataError, DatasetNotFoundError, TransformedSubset, VisionDataModule
 
 
 class ImageFolderDataModule(VisionDataModule):
     """Images in ``ROOT/train/<class>/*`` (and ``ROOT/test/<class>/*`` for testing).
 
-    Images are resized to ``image_size`` squares; training adds horizontal flips.
+    Training takes a random-resized crop of ``image_size`` (aspect kept, then flip and policy);
+    evaluation resizes the short side to ``image_size / crop_ratio`` and takes the centre crop.
 
     Args:
         root: folder with ``train/`` and, for the test stage, ``test/``.
-        image_size: side of the square the images are resized to.
+        image_size: side of the square crops the network sees.
         grayscale: read images as one channel instead of three.
         batch_size: samples per batch per device.
         num_workers: loader worker processes per device; None picks from the cores per device.
         val_size: training images held out for validation (an int), or a fraction in (0, 1).
-        seed: seed of the train/val split.
+        seed: seed of the train/val split and of each epoch's shuffle.
         predict_dir: folder of unlabelled images (subfolders allowed) that ``predict`` classifies;
             None predicts ``ROOT/test``.
+        flip: mirror training crops left-right at random.
+        auto_augment: a torchvision policy applied to each training crop, or ``none``.
+        crop_scale: the range of the training crop's area, as a share of the image's.
+        crop_ratio: ``image_size`` over the short side of evaluation images before their centre crop.
+        mean: per-channel mean to normalize with; None: the pretrained weights' (set by the CLI),
+            else ImageNet's.
+        std: per-channel standard deviation, likewise.
+        loader: ``resident`` decodes the folder once (cached in ``ROOT/.cache``) into one uint8
+            tensor on the device and augments whole batches there; ``torch`` decodes in DataLoader
+            workers every epoch; ``auto`` is resident where the decoded copy takes under a quarter
+            of the free memory.
     """
 
     def __init__(
@@ -42,12 +56,51 @@ class ImageFolderDataModule(VisionDataModule):
         val_size: PositiveInt | OpenUnitInterval = 0.1,
         seed: int = 42,
         predict_dir: str | None = None,
+        flip: bool = True,
+        auto_augment: photos.AutoAugment = "none",
+        crop_scale: tuple[float, float] = (0.08, 1.0),
+        crop_ratio: OpenUnitInterval | Literal[1] = 0.875,
+        mean: tuple[float, ...] | None = None,
+        std: tuple[float, ...] | None = None,
+        loader: Literal["auto", "resident", "torch"] = "auto",
     ) -> None:
         super().__init__(root, batch_size, num_workers, val_size, seed)
+        if not 0 < crop_scale[0] <= crop_scale[1] <= 1:
+            raise ValueError(
+                f"--data.crop_scale must be two numbers 0 < low <= high <= 1, got {list(crop_scale)}"
+            )
         self.predict_dir = predict_dir
         self.image_size = image_size
         self.in_channels = 1 if grayscale else 3
-        self.mean = self.std = (0.5,) * self.in_channels
+        self.flip, self.auto_augment, self.crop_scale, self.crop_ratio = (
+            flip,
+            auto_augment,
+            crop_scale,
+            crop_ratio,
+        )
+        self.given = {"mean": mean, "std": std}
+        for name, imagenet in (("mean", photos.IMAGENET_MEAN), ("std", photos.IMAGENET_STD)):
+            value = self.given[name] or (imagenet if self.in_channels == 3 else (sum(imagenet) / 3,))
+            if len(value) != self.in_channels:
+                raise ValueError(
+                    f"--data.{name} needs {self.in_channels} values (one a channel), got {list(value)}"
+                )
+            setattr(self, name, tuple(value))
+        self.loader = loader
+        self._decoded: dict[str, Tensor] = {}
+
+    def follow_weights(self, resize_size: int, crop_size: int, mean: tuple, std: tuple) -> None:
+        """Normalize and crop as pretrained weights were trained, where ``--data.mean``/``std`` are unset."""
+        if self.given["mean"] or self.given["std"]:
+            return
+        if self.in_channels == 1:  # the network sums its RGB kernels: one grey channel, averaged statistics
+            mean, std = (sum(mean) / len(mean),), (sum(std) / len(std),)
+        self.mean, self.std, self.crop_ratio = tuple(mean), tuple(std), crop_size / resize_size
+        advice = "" if crop_size == self.image_size else f"; --data.image_size {crop_size} matches them"
+        rank_zero_info(
+            f"data: as the weights were trained: mean {self.mean}, std {self.std}, short side "
+            f"{resize_size} then centre crop {crop_size} (crop_ratio {self.crop_ratio:.3f}){advice}"
+        )
 
     # Read at first use (the CLI links num_classes to the model), not in __init__: jsonargparse
     # would bury an error raised there under a page of its own.
@@ -86,17 +139,100 @@ class ImageFolderDataModule(VisionDataModule):
                 f"the class folders of {folder} differ from those of {self.root}/train "
                 f"({'; '.join(differ)}): give both the same class folders"
             )
+        return self.folder(folder.name)
+
+    @functools.cache  # noqa: B019 (one DataModule per run: its cache lives as long)
+    def folder(self, split: str) -> photos.PhotoFolder:
+        """The images of ``ROOT/split``, listed once."""
         try:
-            return ImageFolder(folder, loader=read_image)
+            return photos.PhotoFolder(Path(self.root, split), self.stored_side, self.in_channels == 1)
         except FileNotFoundError as err:  # a class folder without images
-            raise DataError(f"{folder}: {err}; put images in those class folders or delete them") from err
+            raise DataError(
+                f"{self.root}/{split}: {err}; put images in those class folders or delete them"
+            ) from err
+
+    @property
+    def stored_side(self) -> int:
+        """The short side images are decoded at (JPEGs scaled in the decoder) and kept at when resident."""
+        return photos.eval_size(self.image_size, self.crop_ratio)
+
+    @functools.cached_property
+    def resident(self) -> bool:
+        """Whether the folder is kept decoded in memory; ``auto`` decides, in one log line."""
+        if self.loader != "auto":
+            return self.loader == "resident"
+        count = sum(len(self.folder(split)) for split in self.splits())
+        size = photo_cache.decoded_bytes(count, self.stored_side, self.in_channels == 1)
+        device = self.trainer.strategy.root_device if self.trainer else torch.device("cpu")
+        fits = photo_cache.fits(size, device)
+        rank_zero_info(
+            f"data: {count} images take {size / 2**20:.0f} MiB decoded at {self.stored_side} px: "
+            + (
+                "kept decoded in memory (--data.loader resident)"
+                if fits
+                else "decoded in each epoch (--data.loader torch)"
+            )
+        )
+        return fits
+
+    def splits(self) -> list[str]:
+        return ["train"] + (["test"] if Path(self.root, "test").is_dir() else [])
+
+    def prepare_data(self) -> None:
+        # Lightning runs this on one process per node, the others waiting: the decoded copies are
+        # written once. Where ROOT is read-only, each process decodes in memory (setup says so).
+        if self.resident:
+            for split in self.splits():
+                samples = self.folder(split).samples
+                try:
+                    photo_cache.prepare(self.root, split, samples, self.stored_side, self.in_channels == 1)
+                except OSError as err:
+                    rank_zero_info(f"data: cannot keep the decoded copy in {self.root}/.cache ({err})")
 
     def setup(self, stage: str) -> None:
         if stage == "predict" and self.predict_dir is not None:
-            files = ImageFiles(Path(self.predict_dir))
+            files = photos.ImageFiles(Path(self.predict_dir), self.stored_side, self.in_channels == 1)
             self.predict_set = TransformedSubset(files, range(len(files)), self.eval_transform())
-        else:
-            super().setup(stage)
+            return
+        super().setup(stage)
+
+    def decoded(self, folder: photos.PhotoFolder) -> Tensor:
+        """The images of ``folder`` decoded, from the copy ``prepare_data`` wrote (read once)."""
+        if folder.root not in self._decoded:
+            split, grey = Path(folder.root).name, self.in_channels == 1
+            path = photo_cache.cache_file(self.root, split, folder.samples, self.stored_side, grey)
+            if path.is_file():
+                self._decoded[folder.root] = photo_cache.load(path, folder.samples)
+            else:
+                rank_zero_info(f"data: decoding {folder.root} in memory ({path} is missing)")
+                self._decoded[folder.root] = photo_cache.build(folder.samples, self.stored_side, grey)
+        return self._decoded[folder.root]
+
+    def dataloader(self, dataset: TransformedSubset, train: bool = False) -> Iterable:
+        if not self.resident:
+            return super().dataloader(dataset, train)
+        device = self.trainer.strategy.root_device if self.trainer else torch.device("cpu")
+        indices = torch.as_tensor(dataset.indices)
+        images = self.decoded(dataset.dataset)[indices].to(device)
+        labels = torch.as_tensor(dataset.dataset.targets)[indices].to(device)
+        mean, std = (torch.tensor(v, device=device) for v in (self.mean, self.std))
+        policy = photos.policy(self.auto_augment)
+
+        def transform(batch: Tensor, generator: torch.Generator) -> Tensor:
+            if not train:
+                return batch_transforms.normalize(F.center_crop(batch, self.image_size), mean, std)
+            batch = batch_transforms.random_resized_crop(batch, self.image_size, self.crop_scale, generator)
+            if self.flip:
+                batch = batch_transforms.random_flip(batch, generator)
+            if policy:
+                batch = batch_transforms.each(batch.round().to(torch.uint8), policy[0], generator)
+            return batch_transforms.normalize(batch, mean, std)
+
+        return ResidentLoader(images, labels, self.batch_size, self.sampler(dataset, train), transform)
+
+    def predict_dataloader(self) -> Iterable:
+        # A DataLoader: only for one does Lightning tell prediction writers which samples a batch holds.
+        return super().dataloader(self.predict_set)
 
     @property
     def class_names(self) -> list[str]:
@@ -110,45 +246,9 @@ class ImageFolderDataModule(VisionDataModule):
         return Path(path).relative_to(self.predict_dir or Path(self.root, "test")).as_posix()
 
     def eval_transform(self) -> Callable:
-        return v2.Compose([self._resize(), super().eval_transform()])
+        return photos.eval_transform(self.image_size, self.crop_ratio, self.mean, self.std)
 
     def train_transform(self) -> Callable:
-        return v2.Compose([self._resize(), v2.RandomHorizontalFlip(), super().eval_transform()])
-
-    def _resize(self) -> Callable:
-        steps = [v2.Resize((self.image_size, self.image_size))]
-        if self.in_channels == 1:
-            steps.append(v2.Grayscale())
-        return v2.Compose(steps)
-
-
-class ImageFiles(Dataset):
-    """Every image file under ``folder``, in path order, as (image, -1): images without labels.
-
-    torchvision's ``ImageFolder`` would demand one subfolder per class and read them as labels.
-    """
-
-    def __init__(self, folder: Path) -> None:
-        files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMG_EXTENSIONS and p.is_file())
-        if not files:
-            raise DatasetNotFoundError(
-                f"no images ({', '.join(IMG_EXTENSIONS)}) in {folder}: pass the folder that holds them "
-                f"as --data.predict_dir"
-            )
-        self.samples = [(str(p), -1) for p in files]
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def __getitem__(self, i: int) -> tuple[Any, int]:
-        path, label = self.samples[i]
-        return read_image(path), label
-
-
-def read_image(path: str) -> Image.Image:
-    """The image file ``path`` as RGB; a :class:`DataError` naming it if it cannot be decoded."""
-    try:
-        return default_loader(path)
-    except OSError as err:  # PIL's errors for unknown formats and truncated files are OSErrors
-        why = "not an image format PIL reads" if isinstance(err, UnidentifiedImageError) else str(err)
-        raise DataError(f"cannot read the image {path} ({why}): delete or replace it") from err
+        return photos.train_transform(
+            self.image_size, self.crop_scale, self.flip, self.auto_augment, self.mean, self.std
+        )

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 from helpers.cli import callback, run_app, run_process
-from helpers.data_files import write_cifar, write_image_folder, write_mnist
+from helpers.data_files import corrupt_jpeg, write_cifar, write_image_folder, write_mnist, write_photo_folder
 
 CPU2_DDP = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
 
@@ -52,15 +52,26 @@ def test_a_cifar_checksum_mismatch_is_one_line_and_overwrites_nothing(tmp_path):
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
 
 
-@pytest.mark.parametrize("workers", [0, 1])
-def test_an_unreadable_image_is_named(workers, tmp_path):
-    """With workers the DataLoader re-raises the error with the worker's traceback as its message."""
+@pytest.mark.parametrize(("loader", "workers"), [("torch", 0), ("torch", 1), ("resident", 0)])
+def test_an_unreadable_image_is_named(loader, workers, tmp_path):
+    """With workers the DataLoader re-raises the error with the worker's traceback as its message;
+    the resident loader meets it when it decodes the folder, before training."""
     root = write_image_folder(tmp_path / "images")
     bad = root / "train" / "class_1" / "broken.png"
     bad.write_bytes(b"not a png")
     args = ["--data=ImageFolderDataModule", f"--data.root={root}", "--data.batch_size=8"]
-    line = error_line(run_app("fit", *args, f"--data.num_workers={workers}", cwd=tmp_path))
+    args += [f"--data.loader={loader}", f"--data.num_workers={workers}"]
+    line = error_line(run_app("fit", *args, cwd=tmp_path))
     assert line == f"error: cannot read the image {bad} (not an image format PIL reads): delete or replace it"
+
+
+@pytest.mark.parametrize(("split", "loader"), [("train", "torch"), ("test", "resident")])
+def test_a_cut_jpeg_in_any_split_is_named(split, loader, tmp_path):
+    root = write_photo_folder(tmp_path / "photos", per_class=4)
+    bad = corrupt_jpeg(root / split / "class_2" / "cut.jpg")
+    args = ["--data=ImageFolderDataModule", f"--data.root={root}", "--data.batch_size=4", "--data.val_size=2"]
+    line = error_line(run_app("fit", *args, f"--data.loader={loader}", cwd=tmp_path))
+    assert line.startswith(f"error: cannot read the image {bad} (") and line.endswith("delete or replace it")
 
 
 @pytest.mark.parametrize(

@@ -65,3 +65,37 @@ def write_image_folder(root: Path, classes: int = 3, per_class: int = 12, size: 
             path.parent.mkdir(parents=True, exist_ok=True)
             Image.fromarray(image).save(path)
     return root
+
+
+# Photo sizes (width, height) and modes of write_photo_folder: wide, tall, square, smaller than the
+# crops the tests take; grey and RGB JPEGs, RGBA and palette PNGs.
+PHOTO_SIZES = [(48, 32), (32, 48), (40, 40), (64, 24), (20, 30)]
+PHOTO_MODES = [("RGB", "jpg"), ("L", "jpg"), ("RGBA", "png"), ("P", "png"), ("RGB", "jpg")]
+
+
+def write_photo_folder(root: Path, classes: int = 3, per_class: int = 10, seed: int = 5) -> Path:
+    """``ROOT/{train,test}/class_k/`` photos of mixed sizes and modes, and a text file among them.
+
+    Class k is brighter the higher k and tinted in colour k % 3, all over the image: any crop of it,
+    grey or in colour, tells the class.
+    """
+    rng = np.random.default_rng(seed)
+    for split in ("train", "test"):
+        for i in range(classes * per_class):
+            label = i % classes
+            (width, height), (mode, ext) = PHOTO_SIZES[i % 5], PHOTO_MODES[(i // 5) % 5]
+            pixels = rng.integers(0, 50, (height, width, 3)) + 50 * label
+            pixels[..., label % 3] += 60
+            image = Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).convert(mode)
+            path = root / split / f"class_{label}" / f"{i:03d}.{ext}"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            image.save(path, quality=90) if ext == "jpg" else image.save(path)
+    (root / "train" / "class_0" / "notes.txt").write_text("not an image")
+    return root
+
+
+def corrupt_jpeg(path: Path) -> Path:
+    """A JPEG cut off halfway, as a failed copy leaves one."""
+    Image.fromarray(np.full((40, 40, 3), 128, np.uint8)).save(path, quality=90)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    return path

@@ -1,0 +1,131 @@
+"""Photos of any size and mode as uint8 tensors, and their train/eval transforms (aspect kept)."""
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+from PIL import Image, UnidentifiedImageError
+from torch import Tensor
+from torch.utils.data import Dataset
+from torchvision.datasets import ImageFolder
+from torchvision.datasets.folder import IMG_EXTENSIONS
+from torchvision.transforms import v2
+
+from data.vision import DataError, DatasetNotFoundError
+
+# torchvision's and timm's ImageNet statistics: the usual ones for RGB photos. One grey channel
+# takes their mean over the colours.
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+AutoAugment = Literal["none", "trivialaugment", "randaugment", "autoaugment"]
+
+
+def read_photo(path: str | Path, short_side: int | None = None, grey: bool = False) -> Tensor:
+    """The image file ``path`` as a (C, H, W) uint8 tensor, 1 channel if ``grey`` else RGB.
+
+    Grey, RGBA, palette, CMYK and 16-bit files are converted. A JPEG is decoded straight at a
+    1/2, 1/4 or 1/8 scale where its short side stays at least ``short_side``: PIL's ``draft``
+    scales in the DCT, which ``torchvision.io`` cannot (it always decodes the whole image).
+    """
+    try:
+        with Image.open(path) as image:
+            if short_side and image.format == "JPEG":
+                scale = short_side / min(image.size)
+                image.draft("L" if grey else "RGB", (image.width * scale, image.height * scale))
+            pixels = np.asarray(image.convert("L" if grey else "RGB"))
+    except (OSError, ValueError, SyntaxError) as err:  # PIL's errors for unknown and damaged files
+        unknown = isinstance(err, UnidentifiedImageError)
+        why = "not an image format PIL reads" if unknown else f"damaged or cut short: {err}"
+        raise DataError(f"cannot read the image {path} ({why}): delete or replace it") from err
+    tensor = torch.from_numpy(pixels.copy())
+    return tensor.unsqueeze(0) if grey else tensor.permute(2, 0, 1)
+
+
+def is_image(path: str | Path) -> bool:
+    """Whether ``path`` has one of the extensions torchvision's ``ImageFolder`` reads."""
+    return str(path).lower().endswith(IMG_EXTENSIONS)
+
+
+class PhotoFolder(ImageFolder):
+    """``ImageFolder`` of uint8 tensors; other files are skipped, with a count in one log line."""
+
+    def __init__(self, folder: Path, short_side: int | None, grey: bool) -> None:
+        skipped: list[str] = []
+
+        def valid(path: str) -> bool:
+            if is_image(path):
+                return True
+            skipped.append(Path(path).name)
+            return False
+
+        super().__init__(folder, loader=self.read, is_valid_file=valid)
+        self.short_side, self.grey = short_side, grey
+        if skipped:
+            shown = ", ".join(skipped[:3]) + (", ..." if len(skipped) > 3 else "")
+            rank_zero_info(f"{folder}: skipped {len(skipped)} file(s) that are not images ({shown})")
+
+    def read(self, path: str) -> Tensor:
+        return read_photo(path, self.short_side, self.grey)
+
+
+class ImageFiles(Dataset):
+    """Every image file under ``folder``, in path order, as (uint8 image, -1): images without labels.
+
+    torchvision's ``ImageFolder`` would demand one subfolder per class and read them as labels.
+    """
+
+    def __init__(self, folder: Path, short_side: int | None = None, grey: bool = False) -> None:
+        files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMG_EXTENSIONS and p.is_file())
+        if not files:
+            raise DatasetNotFoundError(
+                f"no images ({', '.join(IMG_EXTENSIONS)}) in {folder}: pass the folder that holds them "
+                f"as --data.predict_dir"
+            )
+        self.samples = [(str(p), -1) for p in files]
+        self.short_side, self.grey = short_side, grey
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int) -> tuple[Any, int]:
+        path, label = self.samples[i]
+        return read_photo(path, self.short_side, self.grey), label
+
+
+def eval_size(size: int, crop_ratio: float) -> int:
+    """The short side an image is resized to before the centre crop of ``size`` (224 / 0.875 = 256)."""
+    return round(size / crop_ratio)
+
+
+def normalize(mean: tuple[float, ...], std: tuple[float, ...]) -> v2.Transform:
+    return v2.Compose([v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std)])
+
+
+def policy(name: AutoAugment) -> list[v2.Transform]:
+    """torchvision's automatic augmentation policy ``name``, on uint8 images; [] for none."""
+    policies = {"trivialaugment": v2.TrivialAugmentWide, "randaugment": v2.RandAugment}
+    policies["autoaugment"] = v2.AutoAugment
+    return [] if name == "none" else [policies[name]()]
+
+
+def train_transform(
+    size: int,
+    scale: tuple[float, float],
+    flip: bool,
+    auto_augment: AutoAugment,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+) -> Callable:
+    """uint8 image to the training tensor: random-resized crop, flip, policy, normalization."""
+    steps = [v2.RandomResizedCrop(size, scale=scale, antialias=True)]
+    steps += [v2.RandomHorizontalFlip()] if flip else []
+    return v2.Compose([*steps, *policy(auto_augment), normalize(mean, std)])
+
+
+def eval_transform(size: int, crop_ratio: float, mean: tuple[float, ...], std: tuple[float, ...]) -> Callable:
+    """uint8 image to the evaluation tensor: short side to ``size / crop_ratio``, centre crop."""
+    resize = v2.Resize(eval_size(size, crop_ratio), antialias=True)
+    return v2.Compose([resize, v2.CenterCrop(size), normalize(mean, std)])

@@ -1,0 +1,113 @@
+"""Photos at their own size and aspect: transforms, mixed files, the decoded copy and its two loaders."""
+
+import logging
+import os
+
+import numpy as np
+import pytest
+import torch
+from helpers.cli import check, logged, run_app, run_folder
+from helpers.data_files import write_photo_folder
+from PIL import Image
+
+from data import ImageFolderDataModule
+from data.photo_cache import decode_square
+from data.photos import IMAGENET_MEAN, IMAGENET_STD, read_photo
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    return write_photo_folder(tmp_path_factory.mktemp("photos"), per_class=16)
+
+
+def module(root, **kwargs) -> ImageFolderDataModule:
+    options = {"image_size": 24, "batch_size": 8, "num_workers": 0, "val_size": 6} | kwargs
+    return ImageFolderDataModule(str(root), **options)
+
+
+def test_evaluation_keeps_the_aspect_and_takes_the_centre(tmp_path):
+    # 64x32: red, green, blue in the left quarter, middle half and right quarter. The centre crop of
+    # 28 (short side resized to 28 / 0.875 = 32: unchanged) is all green; a squashed image would not be.
+    pixels = np.zeros((32, 64, 3), np.uint8)
+    pixels[:, :16, 0], pixels[:, 16:48, 1], pixels[:, 48:, 2] = 255, 255, 255
+    Image.fromarray(pixels).save(tmp_path / "wide.png")
+    image = read_photo(tmp_path / "wide.png")
+    dm = ImageFolderDataModule(str(tmp_path), image_size=28)
+    crop = dm.eval_transform()(image)
+    assert crop.shape == (3, 28, 28)
+    rgb = crop * torch.tensor(IMAGENET_STD).view(3, 1, 1) + torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
+    assert torch.allclose(rgb, torch.tensor([0.0, 1.0, 0.0]).view(3, 1, 1).expand(3, 28, 28), atol=1e-5)
+    # The resident copy is the centred square of the short side (32), which holds that crop.
+    square = decode_square(str(tmp_path / "wide.png"), 32, grey=False)
+    assert square.shape == (3, 32, 32) and (square[1] == 255).all() and (square[[0, 2]] == 0).all()
+
+
+def test_grey_rgba_palette_and_small_photos_are_converted_other_files_skipped(photos, caplog):
+    modes = {Image.open(p).mode for p in photos.rglob("*.*g")}
+    assert {"RGB", "L", "RGBA", "P"} <= modes
+    with caplog.at_level(logging.INFO):
+        for grayscale, channels in ((False, 3), (True, 1)):
+            dm = module(photos, grayscale=grayscale, loader="torch")
+            dm.setup("fit")
+            images, labels = next(iter(dm.train_dataloader()))
+            assert images.shape == (8, channels, 24, 24) and labels.dtype == torch.int64
+    assert "skipped 1 file(s) that are not images (notes.txt)" in caplog.text
+    assert len(dm.train_set) + len(dm.val_set) == 48  # notes.txt is not a sample
+
+
+def test_both_loaders_draw_the_same_samples_and_evaluate_alike(photos):
+    resident, classic = module(photos, loader="resident"), module(photos, loader="torch")
+    for dm in (resident, classic):
+        dm.prepare_data()
+        dm.setup("fit")
+    for epoch in (0, 1):
+        batches = []
+        for dm in (resident, classic):
+            loader = dm.train_dataloader()
+            loader.sampler.set_epoch(epoch)
+            batches.append([labels for _, labels in loader])
+        assert all(torch.equal(a, b) for a, b in zip(*batches, strict=True))
+    # Validation: the same centre crops, up to a pixel of rounding where the two crops compose.
+    for (xa, ya), (xb, yb) in zip(resident.val_dataloader(), classic.val_dataloader(), strict=True):
+        assert torch.equal(ya, yb) and (xa - xb).abs().mean() < 0.05
+
+
+def test_the_decoded_copy_is_reused_then_rebuilt_when_a_file_changes(tmp_path, caplog):
+    root = write_photo_folder(tmp_path / "photos", per_class=4)
+    with caplog.at_level(logging.INFO):
+        module(root, loader="resident", val_size=2).prepare_data()
+        (first,) = (root / ".cache").glob("decoded-train-*.pt")
+        stamp = first.stat().st_mtime_ns
+        caplog.clear()
+        module(root, loader="resident", val_size=2).prepare_data()
+        assert "decoding" not in caplog.text and first.stat().st_mtime_ns == stamp
+        changed = next((root / "train" / "class_1").glob("*.jpg"))
+        Image.new("RGB", (30, 20), "white").save(changed)
+        os.utime(changed, ns=(stamp + 10**9, stamp + 10**9))
+        module(root, loader="resident", val_size=2).prepare_data()
+    (second,) = (root / ".cache").glob("decoded-train-*.pt")  # the stale copy is gone
+    assert second != first and "decoding 12 images of" in caplog.text
+    dm = module(root, loader="resident", val_size=2)
+    dm.setup("fit")
+    assert (dm.decoded(dm.train_set.dataset).flatten(1) == 255).all(1).sum() == 1  # the white one
+
+
+def test_auto_keeps_a_small_folder_resident_and_says_so(photos, caplog):
+    with caplog.at_level(logging.INFO):
+        assert module(photos).resident
+    assert "data: 96 images take 0 MiB decoded at 27 px: kept decoded in memory" in caplog.text
+
+
+def test_both_loaders_train_to_the_same_accuracy(photos, tmp_path):
+    accuracy = {}
+    for loader in ("resident", "torch"):
+        args = [
+            f"--data.root={photos}",
+            f"--data.loader={loader}",
+            "--data.image_size=24",
+            "--data.val_size=8",
+        ]
+        data = ["--data=ImageFolderDataModule", "--data.batch_size=8", "--trainer.max_epochs=3"]
+        check(run_app("fit", *data, *args, "--model.net=FastCNN", "--model.lr=0.05", cwd=tmp_path / loader))
+        accuracy[loader] = logged(run_folder(tmp_path / loader))["test/acc"][-1]
+    assert accuracy["resident"] >= 0.9 and accuracy["torch"] >= 0.9, accuracy
