@@ -1,14 +1,19 @@
-"""Transforms of whole uint8 batches (N, C, H, W) on their device: one kernel per batch, not per image."""
+"""Transforms of whole uint8 batches (N, C, H, W) on their device, each image drawing its own randomness."""
 
 from collections.abc import Callable
 
 import torch
 from torch import Tensor
+from torchvision.transforms import RandomResizedCrop
+from torchvision.transforms.v2 import functional as F
 
 
 def normalize(images: Tensor, mean: Tensor, std: Tensor) -> Tensor:
-    """uint8 images (or floats on that 0-255 scale) scaled to [0, 1], then standardized per channel."""
-    return (images.float() / 255 - mean.view(1, -1, 1, 1)) / std.view(1, -1, 1, 1)
+    """uint8 images to float, scaled to [0, 1], then standardized per channel."""
+    # In place on one new tensor: ToDtype's and Normalize's operations, a third of the memory traffic.
+    return (
+        images.to(torch.float32, copy=True).div_(255).sub_(mean.view(1, -1, 1, 1)).div_(std.view(1, -1, 1, 1))
+    )
 
 
 def random_flip(images: Tensor, generator: torch.Generator) -> Tensor:
@@ -32,21 +37,20 @@ def random_crop(images: Tensor, padding: int, generator: torch.Generator) -> Ten
 def random_resized_crop(
     images: Tensor, size: int, scale: tuple[float, float], generator: torch.Generator
 ) -> Tensor:
-    """Each image cut to its own random box (area ``scale`` of it, aspect 3/4 to 4/3), resized to ``size``.
+    """Each uint8 image cut to its own random box (area ``scale`` of it, aspect 3/4 to 4/3), resized
+    to ``size``: torchvision's ``RandomResizedCrop`` per image, drawing from ``generator``.
 
-    Returns floats on the 0-255 scale of ``images`` (rounding back to uint8 would cost as much as
-    the crop): :func:`normalize` and :func:`random_flip` take them. kornia draws a box per image
-    (torchvision's v2 draws one for the whole batch) but from torch's global generator: it draws
-    here from one seeded from ``generator``, the global one left as it was.
+    v2's transform draws one box for a whole batch. kornia's draws one per image but works in float:
+    on 2 CPU cores, 64 images at 224 px took 80 ms there against 24 ms for this uint8 loop.
     """
-    from kornia.augmentation import RandomResizedCrop  # imported on first use: kornia takes ~1 s
-
-    crop = RandomResizedCrop((size, size), scale=scale, align_corners=False)
+    out = images.new_empty(len(images), images.shape[1], size, size)
     seed = int(torch.randint(2**62, (1,), generator=generator, device=generator.device))
-    cuda = [images.device] if images.device.type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda):
+    with torch.random.fork_rng(devices=[]):  # get_params draws on the CPU, from the global generator
         torch.manual_seed(seed)
-        return crop(images.float())
+        for i, image in enumerate(images):
+            top, left, height, width = RandomResizedCrop.get_params(image, list(scale), [3 / 4, 4 / 3])
+            out[i] = F.resized_crop(image, top, left, height, width, [size, size], antialias=True)
+    return out
 
 
 def each(images: Tensor, transform: Callable[[Tensor], Tensor], generator: torch.Generator) -> Tensor:

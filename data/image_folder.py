@@ -225,7 +225,7 @@ class ImageFolderDataModule(VisionDataModule):
             if self.flip:
                 batch = batch_transforms.random_flip(batch, generator)
             if policy:
-                batch = batch_transforms.each(batch.round().to(torch.uint8), policy[0], generator)
+                batch = batch_transforms.each(batch, policy[0], generator)
             return batch_transforms.normalize(batch, mean, std)
 
         return ResidentLoader(images, labels, self.batch_size, self.sampler(dataset, train), transform)

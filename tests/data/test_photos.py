@@ -11,6 +11,7 @@ from helpers.data_files import write_photo_folder
 from PIL import Image
 
 from data import ImageFolderDataModule
+from data.batch_transforms import random_resized_crop
 from data.photo_cache import decode_square
 from data.photos import IMAGENET_MEAN, IMAGENET_STD, read_photo
 
@@ -111,3 +112,14 @@ def test_both_loaders_train_to_the_same_accuracy(photos, tmp_path):
         check(run_app("fit", *data, *args, "--model.net=FastCNN", "--model.lr=0.05", cwd=tmp_path / loader))
         accuracy[loader] = logged(run_folder(tmp_path / loader))["test/acc"][-1]
     assert accuracy["resident"] >= 0.9 and accuracy["torch"] >= 0.9, accuracy
+
+
+def test_the_batch_crop_draws_a_box_per_image_repeatably():
+    # 32 copies of one image whose pixels say their column: each crop's columns tell its box.
+    columns = torch.arange(64, dtype=torch.uint8).expand(32, 3, 64, 64).contiguous()
+    crops = [
+        random_resized_crop(columns, 16, (0.08, 1.0), torch.Generator().manual_seed(s)) for s in (1, 1, 2)
+    ]
+    assert crops[0].shape == (32, 3, 16, 16) and crops[0].dtype == torch.uint8
+    assert torch.equal(crops[0], crops[1]) and not torch.equal(crops[0], crops[2])
+    assert len({(int(c[0, 0, 0]), int(c[0, 0, -1])) for c in crops[0]}) > 20  # boxes differ per image
