@@ -14,8 +14,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torchvision
 from helpers.cli import check, free_port, run_app
+from helpers.data_files import write_photo_folder
 from torchvision.models import ResNet18_Weights
 
+from data import ImageFolderDataModule
 from models import Backbone
 from models.nets import weights as hub
 
@@ -210,3 +212,20 @@ def test_cli_fits_a_pretrained_resnet18_on_mnist(cached, mnist_root, tmp_path):
     assert bad.stderr.strip().splitlines()[-1] == (
         "error: resnet18 has no weights 'V9'; its weights: IMAGENET1K_V1, DEFAULT (or a state_dict file)"
     )
+
+
+def test_pretrained_weights_give_the_image_folder_their_normalization_and_crop(cached, tmp_path):
+    """The CLI hands the weights' preprocessing to the data (data/ does not import models/); given
+    --data.mean/--data.std win."""
+    root = write_photo_folder(tmp_path / "photos", per_class=4)
+    args = ["--data=ImageFolderDataModule", f"--data.root={root}", "--data.image_size=32", "--untrained=true"]
+    args += ["--model.net=Backbone", "--model.net.name=resnet18", "--model.net.weights=DEFAULT"]
+    result = run_app("validate", *args, "--data.val_size=3", "--trainer.limit_val_batches=1", cwd=tmp_path)
+    check(result)
+    assert (
+        "data: as the weights were trained: mean (0.485, 0.456, 0.406), std (0.229, 0.224, 0.225), "
+        "short side 256 then centre crop 224 (crop_ratio 0.875); --data.image_size 224 matches them"
+    ) in result.stderr
+    given = ImageFolderDataModule(str(root), mean=(0.5, 0.5, 0.5), std=(0.2, 0.2, 0.2))
+    given.follow_weights(256, 224, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+    assert (given.mean, given.std, given.crop_ratio) == ((0.5,) * 3, (0.2,) * 3, 0.875)
