@@ -26,7 +26,7 @@ AutoAugment = Literal["none", "trivialaugment", "randaugment", "autoaugment"]
 def read_photo(path: str | Path, short_side: int | None = None, grey: bool = False) -> Tensor:
     """The image file ``path`` as a (C, H, W) uint8 tensor, 1 channel if ``grey`` else RGB.
 
-    Grey, RGBA, palette, CMYK and 16-bit files are converted. A JPEG is decoded straight at a
+    Grey, RGBA, palette and CMYK files are converted. A JPEG is decoded straight at a
     1/2, 1/4 or 1/8 scale where its short side stays at least ``short_side``: PIL's ``draft``
     scales in the DCT, which ``torchvision.io`` cannot (it always decodes the whole image).
     """
