@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2, help="DataLoader workers of a and b")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads of every pipeline")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of every pipeline")
     parser.add_argument("--sizes", type=int, nargs="+", default=[224, 64])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
