@@ -26,6 +26,7 @@ from PIL import Image
 from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
 
+from app.allocator import keep_freed_memory
 from data import ImageFolderDataModule
 from data.photos import IMAGENET_MEAN, IMAGENET_STD
 
@@ -93,6 +94,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads of every pipeline")
     parser.add_argument("--sizes", type=int, nargs="+", default=[224, 64])
     args = parser.parse_args()
+    keep_freed_memory()  # the CLI's allocator setting, for every pipeline
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory(prefix="photos-") as tmp:
         root = write_photos(Path(tmp), 10, args.images // 10)
@@ -102,19 +104,16 @@ def main() -> None:
             f"{args.threads} torch threads, {cores} cores, {platform.processor() or platform.machine()}, "
             f"torch {torch.__version__}\n"
         )
-        print(
-            "| size | a: torchvision reference | b: ours, decoded per epoch | c: ours, resident | decode once (c) | b/a | c/a |"
-        )
-        print("|---|---|---|---|---|---|---|")
+        columns = ["size", "a: torchvision reference", "b: ours, decoded per epoch", "c: ours, resident"]
+        print("| " + " | ".join([*columns, "decode once (c)", "b/a", "c/a"]) + " |")
+        print("|---" * 7 + "|")
         for size in args.sizes:
             a = images_per_second(reference(root, size, args.batch_size, args.workers), args.epochs)
             b = images_per_second(ours(root, size, args.batch_size, args.workers, "torch")[0], args.epochs)
             resident, decode = ours(root, size, args.batch_size, args.workers, "resident")
             c = images_per_second(resident, args.epochs)
-            print(
-                f"| {size} px | {a:.0f} img/s | {b:.0f} img/s | {c:.0f} img/s | {decode:.1f} s | {b / a:.2f} | {c / a:.1f} |",
-                flush=True,
-            )
+            cells = [f"{size} px", f"{a:.0f} img/s", f"{b:.0f} img/s", f"{c:.0f} img/s", f"{decode:.1f} s"]
+            print("| " + " | ".join([*cells, f"{b / a:.2f}", f"{c / a:.1f}"]) + " |", flush=True)
 
 
 if __name__ == "__main__":
