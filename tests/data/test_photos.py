@@ -123,3 +123,14 @@ def test_the_batch_crop_draws_a_box_per_image_repeatably():
     assert crops[0].shape == (32, 3, 16, 16) and crops[0].dtype == torch.uint8
     assert torch.equal(crops[0], crops[1]) and not torch.equal(crops[0], crops[2])
     assert len({(int(c[0, 0, 0]), int(c[0, 0, -1])) for c in crops[0]}) > 20  # boxes differ per image
+
+
+@pytest.mark.parametrize("loader", ["resident", "torch"])
+def test_an_augmentation_policy_runs_on_both_loaders_repeatably(photos, loader):
+    batches = []
+    for _ in range(2):
+        dm = module(photos, loader=loader, auto_augment="trivialaugment")
+        dm.prepare_data()
+        dm.setup("fit")
+        batches.append(next(iter(dm.train_dataloader()))[0])
+    assert batches[0].shape == (8, 3, 24, 24) and torch.equal(batches[0], batches[1])
