@@ -22,11 +22,12 @@ from app.distributed.dp_strategy import batch_takers
 from app.errors import USER_ERRORS, UsageError, fail, peer_gone
 from app.parser import Parser
 from app.runs import folder
-from app.runs.checkpoints import check_checkpoint, check_fits, last_of
+from app.runs.checkpoints import check_checkpoint, check_fits, data_card, last_of
 from app.runs.config import RunConfig
 from app.runs.wandb_logger import WandbLogger
 from app.trainer import Trainer
-from data.contract import provided
+from data import DataError
+from data.contract import card, provided
 
 DEFAULTS = Path(__file__).resolve().parents[1] / "configs" / "defaults.yaml"
 
@@ -61,9 +62,19 @@ class CLI(LightningCLI):
             default=False,
             help="validate/test/predict/export the model as built, without --ckpt_path.",
         )
-        for key in ("in_channels", "num_classes", "image_size"):
+        for key in ("in_channels", "image_size"):
             parser.link_arguments(f"data.{key}", f"model.net.init_args.{key}", apply_on="instantiate")
-        parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")
+        for target in ("model.net.init_args.num_classes", "model.num_classes"):
+            parser.link_arguments("data", target, compute_fn=self._num_classes, apply_on="instantiate")
+
+    def _num_classes(self, data: LightningDataModule) -> int:
+        # A checkpoint knows its classes: predict and export work when the training data is gone.
+        try:
+            return data.num_classes
+        except DataError:
+            if "num_classes" not in self.saved_card:
+                raise
+            return self.saved_card["num_classes"]
 
     def _parse_ckpt_path(self) -> None:
         # Lightning reads hyperparameters from --ckpt_path right after parsing: check the file first.
@@ -81,6 +92,11 @@ class CLI(LightningCLI):
                 "(or --untrained true for the model as built)"
             )
         self.run = folder.resolve(config)
+        ckpt = config.get("ckpt_path")
+        if ckpt and config.model.get("init_from"):
+            # The checkpoint's weights replace every tensor anyway; its init_from file may be gone.
+            config.model.init_from = None
+        self.saved_card = data_card(ckpt) if ckpt and self.subcommand != "fit" else {}
 
     def instantiate_classes(self) -> None:
         try:
@@ -139,6 +155,7 @@ class CLI(LightningCLI):
         for logger in self.trainer.loggers:
             _ = logger.version
         trainer, model = self.trainer, self.model
+        model.data_card = card(self.datamodule)  # a resume's checkpoint brings its own
         world = batch_takers(trainer)
         device = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()
         batch = provided(self.datamodule, "batch_size")

@@ -4,6 +4,7 @@ import sys
 from typing import NoReturn
 
 from data import DataError
+from models.errors import ModelError
 
 
 class UserError(Exception):
@@ -26,8 +27,8 @@ class LossNotFiniteError(UserError):
     """The training loss diverged; the message gives the step and the last good checkpoint."""
 
 
-# DataError is data/'s own (data/ never imports app/).
-USER_ERRORS = (UserError, DataError)
+# DataError and ModelError are data/'s and models/' own (neither imports app/).
+USER_ERRORS = (UserError, DataError, ModelError)
 
 # What torch.distributed says when a peer process died or left: not this process's own error.
 PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe")

@@ -1,6 +1,7 @@
 """A checkpoint's network as one ONNX or TorchScript file, to serve anywhere."""
 
 import importlib.util
+import json
 import warnings
 from pathlib import Path
 
@@ -12,6 +13,18 @@ from torch import Tensor, nn
 from app.errors import UsageError
 
 SUFFIXES = {"onnx": ".onnx", "torchscript": ".pt"}
+DATA_FILE = "data.json"  # in a TorchScript file: the data card
+
+
+def add_onnx_metadata(path: Path, card: dict) -> None:
+    """Store each entry of ``card`` (class names, input shape, mean, std) as JSON in the model's metadata."""
+    import onnx
+
+    proto = onnx.load(str(path))
+    for key, value in card.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, json.dumps(value)
+    onnx.save(proto, str(path))
 
 
 def check_exporter(format: str) -> None:
@@ -25,6 +38,7 @@ def check_exporter(format: str) -> None:
 def write(model: LightningModule, sample: Tensor, path: Path, format: str) -> None:
     """Write ``model.net`` for inputs shaped like ``sample`` (any batch size) to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    card = getattr(model, "data_card", None) or {}
     model = model.cpu().eval()
     if format == "onnx":
         model.to_onnx(
@@ -37,11 +51,13 @@ def write(model: LightningModule, sample: Tensor, path: Path, format: str) -> No
             dynamic_shapes=({0: torch.export.Dim("batch")},),
             external_data=False,  # one file; the 2 GB limit of that is far above these CNNs
         )
+        add_onnx_metadata(path, card)
     else:
         # torch deprecates TorchScript (and Lightning its to_torchscript); the user asked for it.
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"`torch\.jit\.\w+` is deprecated")
-            torch.jit.save(torch.jit.trace(Network(model.net), sample), path)
+            traced = torch.jit.trace(Network(model.net), sample)
+            torch.jit.save(traced, path, _extra_files={DATA_FILE: json.dumps(card)})
     rank_zero_info(f"exported {path} ({format}, input {tuple(sample.shape[1:])} with any batch size)")
 
 

@@ -78,7 +78,9 @@ class Trainer(lightning.Trainer):
         """Write the network with a checkpoint's weights as an ONNX or TorchScript file.
 
         The file maps normalized images (batch, channels, size, size), float32, any batch size,
-        to logits (batch, classes). Inputs are named ``images`` and outputs ``logits`` in ONNX.
+        to logits (batch, classes). Inputs are named ``images`` and outputs ``logits`` in ONNX. What the
+        checkpoint knows of its data (class names, input shape, mean and std) goes in as JSON values:
+        ONNX ``metadata_props``, TorchScript extra file ``data.json``.
 
         Args:
             model: the classifier, built from the run's config.
@@ -97,6 +99,7 @@ class Trainer(lightning.Trainer):
         if ckpt_path is not None:
             checkpoint = self.strategy.load_checkpoint(ckpt_path, weights_only=weights_only)
             model.load_state_dict(checkpoint["state_dict"])
+            model.on_load_checkpoint(checkpoint)  # its data card: class names, normalization
         sample = export.input_sample(provided(datamodule, "in_channels"), provided(datamodule, "image_size"))
         if self.is_global_zero:
             export.write(model, sample, path, format)

@@ -1,5 +1,6 @@
 """What the app reads from a DataModule: the one contract between ``data/`` and ``app/``."""
 
+import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -29,3 +30,15 @@ def provided(datamodule: Any, name: str, default: Any = None) -> Any:
     if name not in ClassificationData.__annotations__ and name != "predict_id":
         raise AttributeError(f"{name} is not part of ClassificationData")
     return getattr(datamodule, name, default)
+
+
+CARD = ("class_names", "num_classes", "in_channels", "image_size", "mean", "std")
+
+
+def card(datamodule: Any) -> dict[str, Any]:
+    """What a trained network needs to know of its data, as plain values: class names, input shape and
+    normalization (the parts ``datamodule`` provides). Checkpoints and exported files carry it."""
+    found = {name: provided(datamodule, name) for name in CARD}
+    # Through JSON: plain ints, floats, strings and lists (a checkpoint's weights-only loading refuses
+    # other types, such as the parser's PositiveInt).
+    return json.loads(json.dumps({k: v for k, v in found.items() if v is not None}))

@@ -4,10 +4,21 @@ import importlib
 import pkgutil
 
 from models import nets
+from models.errors import ModelError
 from models.image_classifier import ImageClassifier, is_log_step
 from models.nets import Backbone, CifarCNN, FastCNN, MnistCNN, Net, ResNet
 
-__all__ = ["Backbone", "CifarCNN", "FastCNN", "ImageClassifier", "MnistCNN", "Net", "ResNet", "is_log_step"]
+__all__ = [
+    "Backbone",
+    "CifarCNN",
+    "FastCNN",
+    "ImageClassifier",
+    "MnistCNN",
+    "ModelError",
+    "Net",
+    "ResNet",
+    "is_log_step",
+]
 
 # Every file in nets/, so that a Net subclass in a new file is known to `--model.net` by its name.
 # Last, so that such a file can import what this package holds (`from models import Net`).

@@ -3,7 +3,13 @@
 from typing import Literal
 
 import torch
-from jsonargparse.typing import ClosedUnitInterval, NonNegativeFloat, PositiveFloat, restricted_number_type
+from jsonargparse.typing import (
+    ClosedUnitInterval,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    restricted_number_type,
+)
 from lightning import LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
@@ -11,6 +17,8 @@ from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, LRScheduler, S
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
+from models import init_from as weights_file
+from models.freezing import Freezing
 from models.nets.net import Net
 
 # A fraction that may be 0 but not 1; the CLI's parser refuses other values.
@@ -49,6 +57,12 @@ class ImageClassifier(LightningModule):
         channels_last: keep weights and inputs in NHWC memory order (faster convolutions on
             recent GPUs and CPUs).
         compile: ``torch.compile`` the network in place (checkpoint keys unchanged).
+        init_from: a checkpoint of another run, a state_dict or a torchvision/timm weights file: every
+            tensor whose name and shape match is loaded (a new run: new optimizer and schedule).
+        freeze: ``backbone`` (all but the classifier) or fnmatch patterns of parameter or module
+            names (``features.*``) to keep fixed, their BatchNorm statistics too.
+        unfreeze_at_epoch: the epoch from which the frozen parameters train; None: never.
+        backbone_lr_ratio: their lr once unfrozen, as a fraction of the others' lr.
     """
 
     def __init__(
@@ -65,11 +79,24 @@ class ImageClassifier(LightningModule):
         label_smoothing: RightOpenUnitInterval = 0.0,
         channels_last: bool = False,
         compile: bool = False,
+        init_from: str | None = None,
+        freeze: list[str] | str | None = None,
+        unfreeze_at_epoch: NonNegativeInt | None = None,
+        backbone_lr_ratio: PositiveFloat = 0.1,
     ) -> None:
         super().__init__()
         # The CLI logs the whole run config; logger=False keeps these from being logged twice.
         self.save_hyperparameters(ignore=["net"], logger=False)
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        if init_from:
+            # Every rank reads the file, before DDP wraps the model (which would also broadcast rank
+            # 0's weights); a resume's checkpoint is loaded after this, over every tensor.
+            rank_zero_info(weights_file.load(net, init_from))
+        if isinstance(freeze, str):
+            freeze = [freeze]
+        self.freezing = Freezing(net, freeze, unfreeze_at_epoch, backbone_lr_ratio) if freeze else None
+        if self.freezing:
+            rank_zero_info(self.freezing.describe())
         self.net = net.to(memory_format=self.memory_format)
         if compile:
             self.net.compile()
@@ -81,6 +108,8 @@ class ImageClassifier(LightningModule):
         self.test_acc = MulticlassAccuracy(num_classes, average="micro")
         self.resumed_plan: dict[str, int] | None = None  # the lr schedule a resumed run had planned
         self.unlogged_loss: Tensor | None = None  # an epoch's last loss, when not logged at its step
+        # What the network was trained on (classes, input size, normalization), kept in checkpoints.
+        self.data_card: dict | None = None
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x.contiguous(memory_format=self.memory_format))
@@ -135,7 +164,7 @@ class ImageClassifier(LightningModule):
         lr = self.scaled_lr(world)
         rank_zero_info(f"lr {lr:g} = {hp.lr:g} with {hp.lr_scaling} scaling to world size {world}")
         optimizer = torch.optim.SGD(
-            self.parameters(),
+            self.freezing.param_groups(hp.weight_decay) if self.freezing else self.parameters(),
             lr=lr,
             momentum=hp.momentum,
             nesterov=hp.nesterov,
@@ -156,11 +185,35 @@ class ImageClassifier(LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["lr_plan"] = self.plan
+        if self.data_card:
+            checkpoint["data"] = self.data_card
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.resumed_plan = checkpoint.get("lr_plan")
+        self.data_card = checkpoint.get("data", self.data_card)
+
+    def train(self, mode: bool = True) -> "ImageClassifier":
+        super().train(mode)
+        if self.freezing:
+            self.freezing.set_modes(self.current_epoch)
+        return self
+
+    def on_train_epoch_start(self) -> None:
+        if self.freezing:  # the epoch may be the unfreeze epoch
+            self.freezing.set_modes(self.current_epoch)
+            self.freezing.set_lrs(self.optimizers().optimizer, self.current_epoch, self.hparams.weight_decay)
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.freezing:
+            self.freezing.drop_grads(self.current_epoch)
+
+    def lr_scheduler_step(self, scheduler: LRScheduler, metric: object = None) -> None:
+        super().lr_scheduler_step(scheduler, metric)
+        if self.freezing:
+            self.freezing.set_lrs(self.optimizers().optimizer, self.current_epoch, self.hparams.weight_decay)
 
     def on_train_start(self) -> None:
+        self.on_train_epoch_start()  # a resume mid-epoch does not call it
         # A resume restores the schedule as it was planned; a run made longer or shorter since would
         # follow the old cosine past its end, where the lr climbs back up. Set at the restored lr, the
         # cosine's length only shapes what is left of it: it goes on from that lr to its floor at the new end.

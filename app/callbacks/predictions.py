@@ -59,12 +59,18 @@ class PredictionsWriter(BasePredictionWriter):
             rows = [row for shard in shards or [] for row in shard]
         self.rows = []
         if trainer.is_global_zero:
-            write(Path(trainer.default_root_dir) / FILE_NAME, sorted(rows), trainer.datamodule)
+            # The checkpoint's class names: those the network learnt, even where the data is gone.
+            names = (getattr(pl_module, "data_card", None) or {}).get("class_names")
+            write(Path(trainer.default_root_dir) / FILE_NAME, sorted(rows), trainer.datamodule, names)
 
 
-def write(path: Path, rows: list[tuple[int, int, float]], datamodule: Any) -> None:
-    """Write ``rows`` (index, class, probability) as CSV, atomically (a reader never sees half a file)."""
-    names = provided(datamodule, "class_names")
+def write(
+    path: Path, rows: list[tuple[int, int, float]], datamodule: Any, names: Sequence[str] | None = None
+) -> None:
+    """Write ``rows`` (index, class, probability) as CSV, atomically (a reader never sees half a file).
+
+    The class names are ``names``, else the DataModule's."""
+    names = names or provided(datamodule, "class_names")
     id_name = provided(datamodule, "predict_id_name", "index")
     name_of = provided(datamodule, "predict_id", lambda i: i)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -51,8 +51,9 @@ class ValidationPictures(Callback):
         self.shown: tuple[Tensor, Tensor, Tensor] | None = None  # images, preds, labels for the grid
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        num_classes = provided(trainer.datamodule, "num_classes")
-        num_classes = num_classes or getattr(pl_module.hparams, "num_classes", None)
+        # The model's first: it holds the checkpoint's count where the data is gone (predict, export).
+        num_classes = getattr(pl_module.hparams, "num_classes", None)
+        num_classes = num_classes or provided(trainer.datamodule, "num_classes")
         if self.confusion is None and num_classes:
             self.confusion = MulticlassConfusionMatrix(num_classes)
         elif not num_classes:

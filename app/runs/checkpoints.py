@@ -152,3 +152,9 @@ def check_fits(path: str, model: torch.nn.Module) -> None:
             f"--ckpt_path {path} does not fit this network: {problems[0]}{more}; drop the --model/--data "
             "flags that differ from its run's config.yaml, or start a new run without --ckpt_path"
         )
+
+
+def data_card(path: str) -> dict[str, Any]:
+    """The data a checkpoint was trained on (class names, input shape, normalization; see
+    ``data.contract.card``), or an empty dict for a checkpoint written without it."""
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("data") or {}

@@ -10,7 +10,7 @@ import torchvision
 from torch import Tensor, nn
 
 from models.nets import weights as hub
-from models.nets.net import Net
+from models.nets.net import Net, classifier
 
 TIMM = "timm/"
 # Without weights these two build auxiliary classifiers (extra outputs in training that DDP would
@@ -118,7 +118,7 @@ def _torchvision(
 def _load_file(model: nn.Module, path: Path, name: str) -> int:
     """Load a state_dict file, the classifier first sized to the file's; returns its class count."""
     state = hub.read_state_dict(path)
-    head, _ = _head(model)
+    head, _ = classifier(model)
     weight = state.get(f"{head}.weight")
     classes = 1000 if weight is None else weight.shape[0]
     _replace_head(model, 1000, classes)
@@ -129,13 +129,8 @@ def _load_file(model: nn.Module, path: Path, name: str) -> int:
     return classes
 
 
-def _head(model: nn.Module) -> tuple[str, nn.Linear | nn.Conv2d]:
-    """The classifier: the last linear or convolution layer (1x1 in SqueezeNet)."""
-    return [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d))][-1]
-
-
 def _replace_head(model: nn.Module, classes: int, num_classes: int) -> None:
-    name, old = _head(model)
+    name, old = classifier(model)
     linear = isinstance(old, nn.Linear)
     outputs = old.out_features if linear else old.out_channels
     if outputs != classes:
