@@ -1,5 +1,6 @@
 """Data sets written in their real on-disk formats, with labels a small network can learn."""
 
+import gzip
 import pickle
 import struct
 from pathlib import Path
@@ -99,3 +100,43 @@ def corrupt_jpeg(path: Path) -> Path:
     Image.fromarray(np.full((40, 40, 3), 128, np.uint8)).save(path, quality=90)
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     return path
+
+
+def read_idx_gz(path: Path) -> np.ndarray:
+    """A gzipped IDX file (Debian's Fashion-MNIST) as a uint8 array."""
+    data = gzip.decompress(path.read_bytes())
+    ndim = data[3]
+    shape = struct.unpack(f">{ndim}I", data[4 : 4 + 4 * ndim])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def write_fashion_folder(
+    root: Path, source: Path, classes: list[int], train: int, test: int, seed: int = 0
+) -> Path:
+    """``ROOT/{train,test}/<class name>/*.jpg``: ``train`` and ``test`` images per class of Fashion-MNIST
+    (``source`` holds its gzipped IDX files), drawn at random from its training split, as RGB JPEGs."""
+    images = read_idx_gz(source / "train-images-idx3-ubyte.gz")
+    labels = read_idx_gz(source / "train-labels-idx1-ubyte.gz")
+    rng = np.random.default_rng(seed)
+    for label in classes:
+        chosen = rng.choice(np.flatnonzero(labels == label), train + test, replace=False)
+        for i, index in enumerate(chosen):
+            split = "train" if i < train else "test"
+            path = root / split / FASHION_CLASSES[label] / f"{index}.jpg"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(images[index]).convert("RGB").save(path, quality=95)
+    return root
+
+
+FASHION_CLASSES = [
+    "tshirt",
+    "trouser",
+    "pullover",
+    "dress",
+    "coat",
+    "sandal",
+    "shirt",
+    "sneaker",
+    "bag",
+    "boot",
+]

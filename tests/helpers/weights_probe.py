@@ -11,10 +11,11 @@ class WeightsProbe(Callback):
 
     Args:
         folder: where ``{start,end}-rank{R}.pt`` files go.
+        epochs: also at each epoch end, ``epoch{E}-rank{R}.pt``.
     """
 
-    def __init__(self, folder: str) -> None:
-        self.folder = Path(folder)
+    def __init__(self, folder: str, epochs: bool = False) -> None:
+        self.folder, self.epochs = Path(folder), epochs
 
     def _save(self, trainer: Trainer, module: LightningModule, moment: str) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -27,3 +28,7 @@ class WeightsProbe(Callback):
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._save(trainer, pl_module, "end")
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if self.epochs:
+            self._save(trainer, pl_module, f"epoch{trainer.current_epoch}")
