@@ -1,0 +1,89 @@
+"""``--model.freeze`` with ``--model.unfreeze_at_epoch``: fixed until then, on every rank, across a resume."""
+
+import pytest
+import torch
+from helpers.cli import callback, check, load_probe, max_difference, probe, run_app, run_process
+
+from models import FastCNN, ImageClassifier, ModelError
+from models.freezing import frozen_names
+
+# FastCNN: BatchNorm in the frozen part, whose running statistics must stay fixed too.
+FREEZE = ["--model.net=FastCNN", "--model.freeze=features", "--model.unfreeze_at_epoch=1"]
+TWO_EPOCHS = ["--trainer.max_epochs=2", "--test_after_fit=false", "--trainer.limit_val_batches=1"]
+
+
+def split(weights: dict[str, torch.Tensor]) -> tuple[dict, dict]:
+    """(frozen part, the rest) of a module's state_dict: features' tensors, BatchNorm statistics included."""
+    frozen = {k: v for k, v in weights.items() if k.startswith("net.features.")}
+    return frozen, {k: v for k, v in weights.items() if k.startswith("net.head.")}
+
+
+@pytest.mark.distributed
+def test_frozen_until_the_unfreeze_epoch_on_both_ddp_ranks(mnist_root, tmp_path):
+    args = [
+        "--trainer.accelerator=cpu",
+        "--trainer.devices=2",
+        "--trainer.strategy=ddp",
+        *FREEZE,
+        *TWO_EPOCHS,
+    ]
+    spy = callback("helpers.weights_probe.WeightsProbe", folder=str(tmp_path / "p"), epochs=True)
+    check(run_process("fit", *args, f"--data.root={mnist_root}", spy, cwd=tmp_path))
+    ranks = [
+        {
+            moment: split(load_probe(tmp_path / "p", moment, r)["weights"])
+            for moment in ("start", "epoch0", "end")
+        }
+        for r in (0, 1)
+    ]
+    for moment in ("start", "epoch0", "end"):  # bit-identical ranks
+        assert max_difference(ranks[0][moment][0], ranks[1][moment][0]) == 0
+        assert max_difference(ranks[0][moment][1], ranks[1][moment][1]) == 0
+    start, epoch0, end = (ranks[0][m] for m in ("start", "epoch0", "end"))
+    assert max_difference(start[0], epoch0[0]) == 0  # frozen through epoch 0, statistics too
+    assert max_difference(start[1], epoch0[1]) > 1e-4  # the head trained
+    changed = [k for k in epoch0[0] if not torch.equal(epoch0[0][k], end[0][k]) and "num_batches" not in k]
+    assert len(changed) == 15  # unfrozen at epoch 1: every weight and statistic moved
+
+
+def test_a_resume_after_the_unfreeze_epoch_ends_as_an_uninterrupted_run(mnist_root, tmp_path):
+    """4 steps an epoch; stopped at step 6 (epoch 1, unfrozen), resumed with the unfrozen lrs."""
+    data = [f"--data.root={mnist_root}", *FREEZE, *TWO_EPOCHS, "--last_checkpoint.every_n_steps=3"]
+    check(run_app("fit", *data, probe(tmp_path / "whole"), cwd=tmp_path / "whole"))
+    whole = load_probe(tmp_path / "whole", "end", 0)
+    cut = run_app("fit", *data, callback("helpers.stops.SigtermAt", step=6), cwd=tmp_path / "cut")
+    assert cut.returncode == 143, cut.stderr[-2000:]
+    check(run_app("fit", *data, "--ckpt_path=last", probe(tmp_path / "resumed"), cwd=tmp_path / "cut"))
+    resumed = load_probe(tmp_path / "resumed", "end", 0)
+    assert resumed["global_step"] == whole["global_step"] == 8
+    assert max_difference(resumed["weights"], whole["weights"]) == 0
+
+
+def test_sgd_leaves_frozen_tensors_alone_and_unfreezing_sets_the_group_lr():
+    """Gradients, momentum and weight decay move nothing while frozen; then lr is ratio x the head's."""
+    model = ImageClassifier(FastCNN(), freeze=["features"], unfreeze_at_epoch=1, backbone_lr_ratio=0.25)
+    freezing = model.freezing
+    optimizer = torch.optim.SGD(freezing.param_groups(5e-3), lr=0.1, momentum=0.9)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    for _ in range(3):
+        model.net(torch.randn(4, 1, 28, 28)).sum().backward()
+        freezing.drop_grads(epoch=0)
+        freezing.set_lrs(optimizer, epoch=0, weight_decay=5e-3)
+        optimizer.step()
+    frozen = [
+        k for k in before if k.startswith("net.features.") and "running" not in k and "num_batches" not in k
+    ]
+    assert all(torch.equal(before[k], model.state_dict()[k]) for k in frozen)
+    assert not torch.equal(before["net.head.0.weight"], model.net.head[0].weight)
+    assert not any(p in optimizer.state for p in model.net.features.parameters())  # no momentum kept
+    freezing.set_lrs(optimizer, epoch=1, weight_decay=5e-3)
+    assert [g["lr"] for g in optimizer.param_groups] == [0.1, 0.025]
+    assert optimizer.param_groups[1]["weight_decay"] == 5e-3
+
+
+def test_a_freeze_pattern_matching_nothing_names_the_modules():
+    with pytest.raises(
+        ModelError, match=r"'layer\*' matches no parameter of FastCNN; its modules: features, "
+    ):
+        frozen_names(FastCNN(), ["layer*"])
+    assert len(frozen_names(FastCNN(), ["backbone"])) == 8  # all but head.2
