@@ -6,8 +6,11 @@ Every case runs ``python -m app`` as a user would; files that are bad input are 
 import shutil
 
 import pytest
+import torch
 from helpers.cli import callback, run_app, run_process
 from helpers.data_files import corrupt_jpeg, write_cifar, write_image_folder, write_mnist, write_photo_folder
+
+from models import MnistCNN
 
 CPU2_DDP = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
 
@@ -236,3 +239,28 @@ def test_an_image_folder_test_split_is_checked_before_training(change, expected,
     assert expected.format(root=root) in line
     assert not (tmp_path / "spy").exists()  # not one training step ran
     assert not list(tmp_path.glob("runs/*/version_*"))  # and the start left no run folder
+
+
+def test_weights_to_start_from_that_cannot_serve_are_one_line(tmp_path):
+    """--model.init_from: a missing file, a file that is not weights, weights of another network."""
+    (tmp_path / "notes.pt").write_text("not weights")
+    torch.save(MnistCNN().state_dict(), tmp_path / "mnist.pt")
+    cases = {
+        "missing.pt": "error: --model.init_from {path}: no such file",
+        "notes.pt": "error: --model.init_from {path}: cannot read it as weights (",
+        "mnist.pt": "error: --model.init_from {path}: 1 of its 12 tensors fit FastCNN by name and shape; ",
+    }
+    for name, expected in cases.items():
+        path = tmp_path / name
+        args = ["--model.net=FastCNN", f"--model.init_from={path}"]
+        assert error_line(run_app("fit", *args, cwd=tmp_path)).startswith(expected.format(path=path))
+    assert not list(tmp_path.glob("runs/*/version_*"))
+
+
+def test_a_freeze_pattern_matching_nothing_is_one_line(tmp_path):
+    line = error_line(run_app("fit", "--model.freeze=[head.*, conv*]", cwd=tmp_path))
+    assert line == (
+        "error: --model.freeze 'conv*' matches no parameter of MnistCNN; its modules: features, features.0, "
+        "features.1, features.2, features.3, features.4, features.5, features.6, ... (16 in all) "
+        "(or 'backbone': all but the classifier)"
+    )
