@@ -10,6 +10,8 @@ from models.freezing import frozen_names
 # FastCNN: BatchNorm in the frozen part, whose running statistics must stay fixed too.
 FREEZE = ["--model.net=FastCNN", "--model.freeze=features", "--model.unfreeze_at_epoch=1"]
 TWO_EPOCHS = ["--trainer.max_epochs=2", "--test_after_fit=false", "--trainer.limit_val_batches=1"]
+# Without the default callbacks (pictures, plots): what is tested here needs none of them.
+BARE = "--trainer.callbacks=[]"
 
 
 def split(weights: dict[str, torch.Tensor]) -> tuple[dict, dict]:
@@ -28,7 +30,7 @@ def test_frozen_until_the_unfreeze_epoch_on_both_ddp_ranks(mnist_root, tmp_path)
         *TWO_EPOCHS,
     ]
     spy = callback("helpers.weights_probe.WeightsProbe", folder=str(tmp_path / "p"), epochs=True)
-    check(run_process("fit", *args, f"--data.root={mnist_root}", spy, cwd=tmp_path))
+    check(run_process("fit", *args, f"--data.root={mnist_root}", BARE, spy, cwd=tmp_path))
     ranks = [
         {
             moment: split(load_probe(tmp_path / "p", moment, r)["weights"])
@@ -48,7 +50,7 @@ def test_frozen_until_the_unfreeze_epoch_on_both_ddp_ranks(mnist_root, tmp_path)
 
 def test_a_resume_after_the_unfreeze_epoch_ends_as_an_uninterrupted_run(mnist_root, tmp_path):
     """4 steps an epoch; stopped at step 6 (epoch 1, unfrozen), resumed with the unfrozen lrs."""
-    data = [f"--data.root={mnist_root}", *FREEZE, *TWO_EPOCHS, "--last_checkpoint.every_n_steps=3"]
+    data = [f"--data.root={mnist_root}", *FREEZE, *TWO_EPOCHS, "--last_checkpoint.every_n_steps=3", BARE]
     check(run_app("fit", *data, probe(tmp_path / "whole"), cwd=tmp_path / "whole"))
     whole = load_probe(tmp_path / "whole", "end", 0)
     cut = run_app("fit", *data, callback("helpers.stops.SigtermAt", step=6), cwd=tmp_path / "cut")
