@@ -1,4 +1,5 @@
-"""Point the chosen loggers at the run folder; W&B goes offline by itself when it cannot be online."""
+"""Point the chosen loggers at the run folder; W&B goes offline by itself when it cannot be online, and
+under a W&B sweep agent the run is the trial the agent started."""
 
 import netrc
 import os
@@ -51,8 +52,29 @@ def wandb_id(run: Path, create: bool) -> str | None:
     return run_id
 
 
+def keep_trial_id(run: Path, sweep: str, run_id: str, rank_zero: bool) -> None:
+    """Record the agent's run id as the run folder's W&B id, so a resume of the folder continues it."""
+    if not rank_zero:
+        return
+    path = run / WANDB_ID_FILE
+    if not path.is_file():
+        path.write_text(run_id + "\n")
+    rank_zero_info(f"W&B sweep {sweep}: this run is the agent's trial {run_id}, named and grouped by it")
+
+
+def sweep_trial() -> tuple[str, str] | None:
+    """``(sweep id, run id)`` when a W&B sweep agent started this job, else None.
+
+    The agent exports both (``WANDB_SWEEP_ID``, ``WANDB_RUN_ID``) and expects the run it created to
+    report; wandb itself then ignores any other id, project or entity given to ``wandb.init``.
+    """
+    sweep, run_id = os.environ.get("WANDB_SWEEP_ID"), os.environ.get("WANDB_RUN_ID")
+    return (sweep, run_id) if sweep and run_id else None
+
+
 def configure(logger_config: object, run: Path, name: str, rank_zero: bool) -> None:
     """Fill in each logger's folder (and W&B's run id, name and mode) for ``run``, in place."""
+    trial = sweep_trial()
     for logger in _loggers(logger_config):
         if logger.get("init_args") is None:
             logger.init_args = Namespace()
@@ -61,8 +83,13 @@ def configure(logger_config: object, run: Path, name: str, rank_zero: bool) -> N
         if kind == "WandbLogger":
             logger.class_path = "app.runs.wandb_logger.WandbLogger"
             args.save_dir = str(run)
-            args.name = args.get("name") or f"{name}/{run.name}"
-            args.id = args.get("id") or wandb_id(run, create=rank_zero)
+            if trial:
+                keep_trial_id(run, *trial, rank_zero)
+                # The sweep names its runs; grouping by it keeps its trials together in the runs table.
+                args.id, args.group = trial[1], args.get("group") or f"sweep-{trial[0]}"
+            else:
+                args.name = args.get("name") or f"{name}/{run.name}"
+                args.id = args.get("id") or wandb_id(run, create=rank_zero)
             # Only rank 0 starts the W&B run: the other ranks need not probe the service.
             reason = None if args.get("offline") or not rank_zero else wandb_offline_reason()
             dropped = ""

@@ -2,36 +2,14 @@
 and a resume that continues the same run. Read back from the offline run files."""
 
 import json
-import struct
 import subprocess
 
 import pytest
 import yaml
 from helpers.cli import SHRINK, app_command, app_env, check, free_port, run_folder
-from wandb.proto import wandb_internal_pb2
+from helpers.wandb_files import records
 
 NO_LOGGER_FLAG = [arg for arg in SHRINK if not arg.startswith("--trainer.logger")]
-
-
-def records(path) -> list:
-    """The records of a ``.wandb`` file: a LevelDB-style log (32 kB blocks of framed chunks)."""
-    data, block, position, pending, found = path.read_bytes(), 32768, 7, b"", []
-    assert data[:4] == b":W&B"
-    while position + 7 <= len(data):
-        if block - position % block < 7:  # a block's tail too short for a header is padding
-            position += block - position % block
-            continue
-        length, kind = struct.unpack("<HB", data[position + 4 : position + 7])
-        pending += data[position + 7 : position + 7 + length]
-        position += 7 + length
-        if kind in (1, 4):  # a whole record, or the last chunk of one
-            record = wandb_internal_pb2.Record()
-            record.ParseFromString(pending)
-            found.append(record)
-            pending = b""
-        elif kind == 0:
-            break
-    return found
 
 
 def logged_config(run_dir) -> dict:
