@@ -66,6 +66,12 @@ def kind(command: str) -> str:
 COMMANDS = guide_commands()
 
 
+def short(command: str) -> str:
+    """A test id: the command's flags after its preset, with no spaces."""
+    tail = command.replace("--config configs/mnist.yaml", "").split("-m app fit")
+    return re.sub(r"[^\w.=]+", "_", ("torchrun " if "torchrun" in tail[0] else "") + tail[-1]).strip("_")
+
+
 def nested(config: dict, key: str):
     for part in key.split("."):
         config = config[part] if part in config else config["init_args"][part]
@@ -106,7 +112,7 @@ def test_every_flag_the_guide_names_exists(agent_folder):
     assert named - listed == set()
 
 
-@pytest.mark.parametrize("command", [c for c in COMMANDS if kind(c) == "parse"])
+@pytest.mark.parametrize("command", [c for c in COMMANDS if kind(c) == "parse"], ids=short)
 def test_a_gpu_or_multi_machine_command_parses_to_its_settings(command, agent_folder):
     """Needs GPUs or several machines: checked by parsing only."""
     _, torchrun, app = split(command)
@@ -120,7 +126,7 @@ def test_a_gpu_or_multi_machine_command_parses_to_its_settings(command, agent_fo
     assert_settings(yaml.safe_load(result.stdout), given)
 
 
-@pytest.mark.parametrize("command", [c for c in COMMANDS if kind(c) == "run"])
+@pytest.mark.parametrize("command", [c for c in COMMANDS if kind(c) == "run"], ids=short)
 def test_a_one_process_command_trains(command, mnist_root, agent_folder, monkeypatch):
     env, _, app = split(command)
     for key, value in env.items():
@@ -134,7 +140,7 @@ def test_a_one_process_command_trains(command, mnist_root, agent_folder, monkeyp
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("command", [c for c in COMMANDS if kind(c) == "launch"])
+@pytest.mark.parametrize("command", [c for c in COMMANDS if kind(c) == "launch"], ids=short)
 def test_a_multi_process_command_trains(command, mnist_root, agent_folder):
     env, torchrun, app = split(command)
     launcher = ["-m", "torch.distributed.run", f"--master_port={free_port()}", *torchrun] if torchrun else []
