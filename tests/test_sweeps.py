@@ -1,9 +1,9 @@
 """The W&B sweep files (``configs/sweeps/``): valid for W&B's sweep engine, optimising what the module
 logs, and the command an agent builds from them trains, in one process and in two DDP ranks.
 
-No W&B service is reached: the suggestions come from ``sweeps`` (W&B's open-source sweep engine, the
-one its server runs), the command line from wandb's own agent helpers, and the trial logs to an
-offline W&B run, read back from its files.
+No W&B service is reached: the suggestions come from ``sweeps`` (W&B's open-source sweep engine),
+the command line from wandb's own agent helpers, and the trial logs to an offline W&B run, read back
+from its files.
 """
 
 import json
