@@ -181,6 +181,9 @@ class ImageFolderDataModule(VisionDataModule):
     def prepare_data(self) -> None:
         # Lightning runs this on one process per node, the others waiting: the decoded copies are
         # written once. Where ROOT is read-only, each process decodes in memory (setup says so).
+        # Predictions always go through a DataLoader, from predict_dir or test/: no copy, no train/ needed.
+        if self.trainer is not None and self.trainer.predicting:
+            return
         if self.resident:
             for split in self.splits():
                 samples = self.folder(split).samples
