@@ -103,6 +103,9 @@ class CLI(LightningCLI):
             super().instantiate_classes()
         except ValueError as err:
             folder.discard(self.run)
+            # What a link's compute_fn raised (num_classes, read from the data) comes wrapped by jsonargparse.
+            if isinstance(err.__cause__, USER_ERRORS):
+                raise err.__cause__ from None
             # An argument a class rejects (ResNet depth 10): the user's to fix, not a bug.
             raise UsageError(str(err)) from err
         except BaseException:
