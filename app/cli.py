@@ -117,7 +117,7 @@ class CLI(LightningCLI):
         try:
             ckpt = self.config_init[subcommand].get("ckpt_path")
             if ckpt:
-                check_fits(ckpt, self.model)
+                check_fits(ckpt, self.model, resume=subcommand == "fit")
             super()._run_subcommand(subcommand)
         except BaseException:
             if self.trainer.global_step == 0:  # a start that failed: nothing worth keeping

@@ -131,13 +131,19 @@ def check_checkpoint(path: str) -> None:
         )
 
 
-def check_fits(path: str, model: torch.nn.Module) -> None:
-    """Raise a one-line :class:`UsageError` unless the checkpoint's weights fit ``model`` tensor for tensor.
+# Hyperparameters that shape the optimizer's parameter groups: a resume must keep them.
+OPTIMIZER_LAYOUT = ("freeze",)
+
+
+def check_fits(path: str, model: torch.nn.Module, resume: bool = False) -> None:
+    """Raise a one-line :class:`UsageError` unless the checkpoint's weights fit ``model`` tensor for tensor
+    and, to ``resume`` its training, its optimizer's parameter groups are the ones ``model`` makes.
 
     Run before anything is written, so a resume or an evaluation with other network or data settings
     than the checkpoint's ends here rather than in a size-mismatch traceback halfway through.
     """
-    saved = torch.load(path, map_location="cpu", weights_only=True, mmap=True)["state_dict"]
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    saved = checkpoint["state_dict"]
     mine = model.state_dict()
     problems = [
         f"{key} is {'x'.join(map(str, value.shape))} there, {'x'.join(map(str, mine[key].shape))} here"
@@ -152,6 +158,20 @@ def check_fits(path: str, model: torch.nn.Module) -> None:
             f"--ckpt_path {path} does not fit this network: {problems[0]}{more}; drop the --model/--data "
             "flags that differ from its run's config.yaml, or start a new run without --ckpt_path"
         )
+    if resume:
+        hparams, theirs = getattr(model, "hparams", {}), checkpoint.get("hyper_parameters", {})
+        for key in OPTIMIZER_LAYOUT:
+            there, here = _as_list(theirs.get(key)), _as_list(hparams.get(key))
+            if there != here:
+                raise UsageError(
+                    f"--ckpt_path {path} was trained with --model.{key} {there}, this run has {here}: its "
+                    f"optimizer cannot continue; resume with its setting, or start a new run from its "
+                    f"weights with --model.init_from {path}"
+                )
+
+
+def _as_list(value: Any) -> list:
+    return [] if value is None else [value] if isinstance(value, str) else list(value)
 
 
 def data_card(path: str) -> dict[str, Any]:

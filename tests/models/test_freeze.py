@@ -49,12 +49,21 @@ def test_frozen_until_the_unfreeze_epoch_on_both_ddp_ranks(mnist_root, tmp_path)
 
 
 def test_a_resume_after_the_unfreeze_epoch_ends_as_an_uninterrupted_run(mnist_root, tmp_path):
-    """4 steps an epoch; stopped at step 6 (epoch 1, unfrozen), resumed with the unfrozen lrs."""
+    """4 steps an epoch; stopped at step 6 (epoch 1, unfrozen), resumed with the unfrozen lrs (and
+    refused without the freeze, whose optimizer groups differ)."""
     data = [f"--data.root={mnist_root}", *FREEZE, *TWO_EPOCHS, "--last_checkpoint.every_n_steps=3", BARE]
     check(run_app("fit", *data, probe(tmp_path / "whole"), cwd=tmp_path / "whole"))
     whole = load_probe(tmp_path / "whole", "end", 0)
     cut = run_app("fit", *data, callback("helpers.stops.SigtermAt", step=6), cwd=tmp_path / "cut")
     assert cut.returncode == 143, cut.stderr[-2000:]
+    # Resumed without the freeze: one line, and the run is left as it was for the right command.
+    unfrozen = [arg for arg in data if "freeze" not in arg]
+    refused = run_app("fit", *unfrozen, "--ckpt_path=last", cwd=tmp_path / "cut")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert (
+        "was trained with --model.freeze ['features'], this run has []: its optimizer cannot continue"
+        in (refused.stderr.strip().splitlines()[-1])
+    )
     check(run_app("fit", *data, "--ckpt_path=last", probe(tmp_path / "resumed"), cwd=tmp_path / "cut"))
     resumed = load_probe(tmp_path / "resumed", "end", 0)
     assert resumed["global_step"] == whole["global_step"] == 8
