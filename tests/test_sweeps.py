@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 import yaml
-from helpers.cli import ROOT, SHRINK, app_env, callback, check, run_app, run_folder
+from helpers.cli import ROOT, SHRINK_WANDB, app_env, callback, check, run_app, run_folder
 from helpers.data_files import write_cifar
 from helpers.wandb_files import records
 from wandb.sdk.launch.sweeps import utils as agent_utils
@@ -24,7 +24,6 @@ with warnings.catch_warnings():
     import sweeps
 
 SWEEPS = {p.stem: p for p in sorted((ROOT / "configs" / "sweeps").glob("*.yaml"))}
-NO_LOGGER_FLAG = [arg for arg in SHRINK if not arg.startswith("--trainer.logger")]
 SWEEP_ID, TRIAL_ID = "swp0test", "trial0test"  # what the agent would put in WANDB_SWEEP_ID, WANDB_RUN_ID
 
 
@@ -134,7 +133,7 @@ def test_a_trial_is_the_agents_run_and_trains_with_the_drawn_values(mnist_root, 
     as_agent(monkeypatch, tmp_path, drawn)
     wandb.teardown()  # wandb reads its environment once per process: forget an earlier test's
     line = agent_command(config, drawn)
-    args = [*app_part(line)[1:], *NO_LOGGER_FLAG, f"--data.root={mnist_root}", "--test_after_fit=false"]
+    args = [*app_part(line)[1:], *SHRINK_WANDB, f"--data.root={mnist_root}", "--test_after_fit=false"]
     try:
         result = run_app("fit", *args, shrink=False, cwd=tmp_path)
     finally:
@@ -170,7 +169,7 @@ def test_every_ddp_rank_of_a_trial_gets_the_drawn_values(tmp_path, monkeypatch):
     data = write_cifar(tmp_path / "data", n_train=1200, n_test=100)
     line = agent_command(config, drawn)
     cpu2 = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
-    line += [*cpu2, *NO_LOGGER_FLAG, "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1"]
+    line += [*cpu2, *SHRINK_WANDB, "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1"]
     line.append("--model.net.depth=8")  # ResNet-8: the same network code, fewer blocks
     line += [f"--data.root={data}", "--data.verify=false", "--test_after_fit=false"]
     line.append(callback("helpers.recipe_probe.RecipeProbe", folder=str(tmp_path / "probe")))

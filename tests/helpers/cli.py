@@ -28,6 +28,7 @@ SHRINK = [
     "--data.val_size=0.2",
     "--trainer.logger=CSVLogger",
 ]
+SHRINK_WANDB = [arg for arg in SHRINK if not arg.startswith("--trainer.logger")]  # the default logger
 
 
 @dataclass
@@ -54,11 +55,21 @@ def app_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}", "PYTHONWARNINGS": "ignore"}
 
 
-def run_process(subcommand: str, *args: str, cwd: Path, timeout: int = 300, **options) -> Result:
-    """Run :func:`app_command` as a subprocess in ``cwd``, where its ``runs/`` land."""
+def wandb_offline_env(home: Path) -> dict[str, str]:
+    """:func:`app_env` as on a machine not logged in to W&B: no ``WANDB_*`` settings, a ``HOME`` without
+    ``.netrc``. The default logger then keeps its run offline."""
+    return {**{k: v for k, v in app_env().items() if not k.startswith("WANDB_")}, "HOME": str(home)}
+
+
+def run_process(
+    subcommand: str, *args: str, cwd: Path, timeout: int = 300, env: dict[str, str] | None = None, **options
+) -> Result:
+    """Run :func:`app_command` as a subprocess in ``cwd``, where its ``runs/`` land (environment
+    ``env``, by default :func:`app_env`)."""
     command = app_command(subcommand, *args, **options)
     cwd.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(command, cwd=cwd, env=app_env(), capture_output=True, text=True, timeout=timeout)
+    env = app_env() if env is None else env
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     return Result(done.returncode, done.stdout, done.stderr)
 
 

@@ -4,7 +4,7 @@ import json
 
 import torch
 import yaml
-from helpers.cli import callback, check, run_app, run_folder, run_process
+from helpers.cli import callback, check, run_app, run_folder
 
 TWO_EPOCHS = ["--trainer.max_epochs=2", "--data.batch_size=64", "--test_after_fit=false"]
 
@@ -68,7 +68,7 @@ def test_the_nan_stop_holds_whatever_the_users_list(mnist_root, tmp_path):
 def test_sigterm_saves_last_ckpt_whatever_the_users_list(mnist_root, tmp_path):
     term = [{"class_path": "helpers.stops.SigtermAt", "init_args": {"step": 5}}]
     args = [*TWO_EPOCHS, f"--data.root={mnist_root}", "--last_checkpoint.every_n_steps=0"]
-    result = run_process("fit", *args, f"--trainer.callbacks={json.dumps(term)}", cwd=tmp_path)
+    result = run_app("fit", *args, f"--trainer.callbacks={json.dumps(term)}", cwd=tmp_path)
     assert result.returncode == 143, result.stderr[-2000:]
     last = run_folder(tmp_path) / "checkpoints" / "last.ckpt"
     assert torch.load(last, weights_only=True)["global_step"] == 5

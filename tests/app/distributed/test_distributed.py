@@ -2,6 +2,8 @@
 
 Every run goes through ``python -m app`` (Lightning's own launcher, torchrun, two "nodes" on
 loopback); :class:`helpers.weights_probe.WeightsProbe` records each rank's weights and step count.
+The launches compared with one process log to W&B, the default logger, as on a machine not logged in:
+each job must make one offline W&B run and one run folder, whatever its number of ranks.
 """
 
 import os
@@ -14,6 +16,7 @@ import torch
 from helpers.cli import (
     ROOT,
     SHRINK,
+    SHRINK_WANDB,
     app_command,
     app_env,
     check,
@@ -25,6 +28,7 @@ from helpers.cli import (
     run_app,
     run_folder,
     run_process,
+    wandb_offline_env,
 )
 
 pytestmark = pytest.mark.distributed
@@ -44,13 +48,23 @@ def single_2b(mnist_root, tmp_path_factory):
     return load_probe(cwd / "probe", "end", 0)
 
 
+def fit_logged_to_wandb(cwd: Path, *args: str, launcher: tuple[str, ...] = ()) -> str:
+    """``fit`` with the default logger, W&B, offline; checks the job made one W&B run and one run
+    folder, and returns its output."""
+    result = run_process(
+        "fit", *SHRINK_WANDB, *args, shrink=False, launcher=launcher, env=wandb_offline_env(cwd), cwd=cwd
+    )
+    check(result)
+    assert len(list(cwd.glob("runs/*/*/wandb/offline-run-*"))) == 1
+    assert len(list(cwd.glob("runs/*/*"))) == 1
+    return result.stdout + result.stderr
+
+
 @pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
-def test_two_processes_at_b_match_one_at_2b(strategy, single_2b, mnist_root, tmp_path):
+def test_two_processes_at_b_match_one_at_2b_in_one_wandb_run(strategy, single_2b, mnist_root, tmp_path):
     args = [*CPU2, f"--trainer.strategy={strategy}", "--data.batch_size=64", "--model.lr=0.01"]
-    check(
-        run_process(
-            "fit", *args, f"--data.root={mnist_root}", "--test_after_fit=false", probe(tmp_path), cwd=tmp_path
-        )
+    fit_logged_to_wandb(
+        tmp_path, *args, f"--data.root={mnist_root}", "--test_after_fit=false", probe(tmp_path)
     )
     start = [load_probe(tmp_path, "start", r)["weights"] for r in (0, 1)]
     end = [load_probe(tmp_path, "end", r) for r in (0, 1)]
@@ -61,12 +75,17 @@ def test_two_processes_at_b_match_one_at_2b(strategy, single_2b, mnist_root, tmp
     assert max_difference(end[0]["weights"], start[0]) > 1e-3  # it trained
 
 
-def test_uneven_shards_run_the_same_steps_on_every_rank(mnist_root, tmp_path):
-    """301 training samples, batch 64: shards of 151 and 150 (padded to 151), 3 steps each."""
+def test_uneven_shards_run_the_same_steps_on_every_rank_at_the_scaled_lr(mnist_root, tmp_path):
+    """301 training samples, batch 64: shards of 151 and 150 (padded to 151), 3 steps each; lr scaled
+    by the square root of the world size (the modes' arithmetic is in tests/models/test_training.py)."""
     args = [*CPU2, "--trainer.strategy=ddp", "--data.batch_size=64", "--data.val_size=339"]
     args += ["--trainer.limit_train_batches=1.0", "--trainer.max_epochs=2", "--test_after_fit=false"]
-    check(run_process("fit", *args, f"--data.root={mnist_root}", probe(tmp_path), cwd=tmp_path))
+    args += ["--model.lr_scaling=sqrt", "--model.lr=0.01", "--trainer.callbacks+=LearningRateMonitor"]
+    result = run_process("fit", *args, f"--data.root={mnist_root}", probe(tmp_path), cwd=tmp_path)
+    check(result)
     assert load_probe(tmp_path, "end", 0)["global_step"] == load_probe(tmp_path, "end", 1)["global_step"] == 6
+    assert "with sqrt scaling to world size 2" in result.stderr + result.stdout
+    assert logged(run_folder(tmp_path))["lr-SGD"][0] == pytest.approx(0.01 * 2**0.5)
 
 
 def test_evaluation_counts_every_sample_once(mnist_root, tmp_path):
@@ -90,13 +109,12 @@ def torchrun(*options: str) -> tuple[str, ...]:
     return ("-m", "torch.distributed.run", f"--master_port={free_port()}", *options)
 
 
-def test_torchrun_launches_the_same_training(single_2b, mnist_root, tmp_path):
+def test_torchrun_launches_the_same_training_in_one_wandb_run(single_2b, mnist_root, tmp_path):
     """torchrun starts the 2 processes itself; Lightning must join them, not launch its own."""
     args = [*CPU2, "--trainer.strategy=ddp", "--data.batch_size=64", "--model.lr=0.01"]
     args += [f"--data.root={mnist_root}", "--test_after_fit=false", probe(tmp_path)]
-    result = run_process("fit", *args, launcher=torchrun("--nproc_per_node=2"), cwd=tmp_path)
-    check(result)
-    assert (result.stdout + result.stderr).count("Initializing distributed: GLOBAL_RANK") == 2
+    output = fit_logged_to_wandb(tmp_path, *args, launcher=torchrun("--nproc_per_node=2"))
+    assert output.count("Initializing distributed: GLOBAL_RANK") == 2
     end = [load_probe(tmp_path, "end", r) for r in (0, 1)]
     assert end[0]["world_size"] == 2 and max_difference(end[0]["weights"], end[1]["weights"]) == 0
     assert max_difference(end[1]["weights"], single_2b["weights"]) < 1e-5
@@ -148,16 +166,6 @@ def test_two_nodes_on_loopback_end_with_the_same_weights(mnist_root, tmp_path):
     assert max_difference(end[0]["weights"], end[1]["weights"]) == 0
 
 
-def test_lr_scaling_follows_the_world_size(mnist_root, tmp_path):
-    args = [*CPU2, "--trainer.strategy=ddp", "--model.lr_scaling=sqrt", "--model.lr=0.01"]
-    args += ["--trainer.callbacks+=LearningRateMonitor", "--test_after_fit=false"]
-    result = run_process("fit", *args, f"--data.root={mnist_root}", cwd=tmp_path)
-    check(result)
-    assert "with sqrt scaling to world size 2" in result.stderr + result.stdout
-    first_lr = logged(run_folder(tmp_path))["lr-SGD"][0]
-    assert first_lr == pytest.approx(0.01 * 2**0.5)
-
-
 def test_slurm_script_trains_on_two_tasks_and_a_requeued_job_resumes_its_run(mnist_root, tmp_path):
     """scripts/slurm.sbatch as sbatch would run it on one node with 2 tasks (srun stood in for),
     then as SLURM runs it again after a requeue (SLURM_RESTART_COUNT=1), told to train longer."""
@@ -195,7 +203,7 @@ def test_slurm_script_trains_on_two_tasks_and_a_requeued_job_resumes_its_run(mni
 
 
 def test_fsdp_on_cpu_is_one_clear_line(tmp_path):
-    result = run_process("fit", *CPU2, "--trainer.strategy=fsdp", cwd=tmp_path)
+    result = run_app("fit", *CPU2, "--trainer.strategy=fsdp", cwd=tmp_path)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "error: The strategy `fsdp` requires a GPU accelerator" in result.stderr
 
@@ -215,7 +223,7 @@ def test_sync_batchnorm_flag_makes_two_processes_match_one_with_resnet(mnist_roo
     common = [f"--data.root={mnist_root}", "--model.net=ResNet", "--model.net.depth=8"]
     common += ["--test_after_fit=false"]
     one = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--data.batch_size=128", "--model.lr=0.02"]
-    check(run_process("fit", *one, *common, probe(tmp_path / "one"), cwd=tmp_path))
+    check(run_app("fit", *one, *common, probe(tmp_path / "one"), cwd=tmp_path / "one"))
     two = [*CPU2, "--data.batch_size=64", "--model.lr=0.01", *common, probe(tmp_path / "two")]
     check(run_process("fit", *two, configs=("configs/ddp.yaml",), cwd=tmp_path))
     single, ranks = (

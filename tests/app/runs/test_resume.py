@@ -43,7 +43,7 @@ def test_resume_after_sigterm_ends_with_the_weights_of_an_uninterrupted_run(mnis
     cut = tmp_path / "cut"
     # Step 8: at the epoch boundary; step 5: mid-epoch, resumed at its first unseen batch.
     for step in (8, 5):
-        result = run_process(
+        result = run_app(
             "fit", *TWO_EPOCHS, data, callback("helpers.stops.SigtermAt", step=step), cwd=cut / str(step)
         )
         assert result.returncode == 143, result.stderr[-2000:]
@@ -77,7 +77,7 @@ def test_mid_epoch_resume_on_the_dataloader_path_is_exact(workers, cifar10_root,
     ]
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     check(run_app("fit", *args, probe(whole), cwd=whole, configs=("configs/cifar10.yaml",)))
-    stopped = run_process(
+    stopped = run_app(
         "fit", *args, callback("helpers.stops.SigtermAt", step=5), cwd=cut, configs=("configs/cifar10.yaml",)
     )
     assert stopped.returncode == 143, stopped.stderr[-2000:]
