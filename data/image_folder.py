@@ -1,6 +1,7 @@
 """Your own images, one folder per class, at their own resolution and aspect."""
 
 import functools
+import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal
@@ -15,6 +16,8 @@ from torchvision.transforms.v2 import functional as F
 from data import batch_transforms, photo_cache, photos
 from data.resident import ResidentLoader
 from data.vision import DataError, DatasetNotFoundError, TransformedSubset, VisionDataModule
+
+log = logging.getLogger(__name__)
 
 
 class ImageFolderDataModule(VisionDataModule):
@@ -207,7 +210,9 @@ class ImageFolderDataModule(VisionDataModule):
             if path.is_file():
                 self._decoded[folder.root] = photo_cache.load(path, folder.samples)
             else:
-                rank_zero_info(f"data: decoding {folder.root} in memory ({path} is missing)")
+                # Every process that decodes says so: under DDP only rank 0 of a node should have.
+                rank = self.trainer.global_rank if self.trainer is not None else 0
+                log.warning(f"data: rank {rank} decodes {folder.root} in memory ({path} is missing)")
                 self._decoded[folder.root] = photo_cache.build(folder.samples, self.stored_side, grey)
         return self._decoded[folder.root]
 

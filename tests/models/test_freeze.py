@@ -3,6 +3,7 @@
 import pytest
 import torch
 from helpers.cli import callback, check, load_probe, max_difference, probe, run_app, run_process
+from helpers.data_files import write_photo_folder
 
 from models import FastCNN, ImageClassifier, ModelError
 from models.freezing import frozen_names
@@ -21,7 +22,9 @@ def split(weights: dict[str, torch.Tensor]) -> tuple[dict, dict]:
 
 
 @pytest.mark.distributed
-def test_frozen_until_the_unfreeze_epoch_on_both_ddp_ranks(mnist_root, tmp_path):
+def test_frozen_until_the_unfreeze_epoch_on_both_ddp_ranks_from_one_decoded_copy(tmp_path):
+    """Own photos under DDP: rank 0 decodes the folder once into ROOT/.cache; rank 1 reads that copy."""
+    photos = write_photo_folder(tmp_path / "photos", per_class=16)
     args = [
         "--trainer.accelerator=cpu",
         "--trainer.devices=2",
@@ -29,8 +32,15 @@ def test_frozen_until_the_unfreeze_epoch_on_both_ddp_ranks(mnist_root, tmp_path)
         *FREEZE,
         *TWO_EPOCHS,
     ]
+    args += ["--data=ImageFolderDataModule", f"--data.root={photos}", "--data.loader=resident"]
+    args += ["--data.batch_size=8", "--data.val_size=0.2"]
     spy = callback("helpers.weights_probe.WeightsProbe", folder=str(tmp_path / "p"), epochs=True)
-    check(run_process("fit", *args, f"--data.root={mnist_root}", BARE, spy, cwd=tmp_path))
+    result = run_process("fit", *args, BARE, spy, cwd=tmp_path)
+    check(result)
+    output = result.stdout + result.stderr
+    for folder in ("train", "test"):
+        assert output.count(f"decoding 48 images of {photos}/{folder} ") == 1
+    assert "in memory" not in output and len(list((photos / ".cache").glob("*.pt"))) == 2
     ranks = [
         {
             moment: split(load_probe(tmp_path / "p", moment, r)["weights"])
