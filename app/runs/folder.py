@@ -186,6 +186,8 @@ def lock(run: Path) -> None:
 def unlock() -> None:
     """Let go of every run folder this process holds."""
     for handle in _held.values():
+        # Released explicitly: forked DataLoader workers share the open file, and would hold it on.
+        fcntl.flock(handle, fcntl.LOCK_UN)
         handle.close()
     _held.clear()
 
