@@ -3,6 +3,7 @@
 import os
 import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -71,23 +72,20 @@ def write(path: Path, source: str, **names: str) -> None:
 def run_app_with(
     path: Path, subcommand: str, *args: str, cwd: Path, **options
 ) -> subprocess.CompletedProcess:
-    """``python -m app`` with ``path`` first on PYTHONPATH."""
+    """``python -m app`` with ``path`` first on PYTHONPATH (a process of its own: ``path`` may hold
+    other ``app``, ``models`` and ``data`` packages than the ones imported here)."""
     env = app_env()
     env["PYTHONPATH"] = f"{path}{os.pathsep}{env['PYTHONPATH']}"
     command = app_command(subcommand, *args, **options)
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_classes_in_any_module_train_by_class_path(mnist_root, tmp_path):
+def test_classes_in_any_module_train_by_class_path(mnist_root, tmp_path, monkeypatch):
     write(tmp_path / "src" / "mymod.py", TINY_NET + VISION_DATA, name="TinyNet")
-    result = run_app_with(
-        tmp_path / "src",
-        "fit",
-        "--model.net=mymod.TinyNet",
-        "--data=mymod.MyData",
-        f"--data.root={mnist_root}",
-        cwd=tmp_path,
-    )
+    monkeypatch.syspath_prepend(tmp_path / "src")
+    monkeypatch.delitem(sys.modules, "mymod", raising=False)
+    args = ["--model.net=mymod.TinyNet", "--data=mymod.MyData", f"--data.root={mnist_root}"]
+    result = run_app("fit", *args, cwd=tmp_path)
     check(result)
     run = run_folder(tmp_path)
     assert 0 <= logged(run)["test/acc"][-1] <= 1

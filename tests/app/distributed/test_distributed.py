@@ -89,13 +89,16 @@ def test_uneven_shards_run_the_same_steps_on_every_rank_at_the_scaled_lr(mnist_r
 
 
 def test_evaluation_counts_every_sample_once(mnist_root, tmp_path):
-    """Odd val (129) and test (251) sets: padding would count a sample twice and shift the accuracy."""
+    """Odd val (129) and test (251) sets: padding would count a sample twice and shift the accuracy.
+
+    The one-process evaluations run the ddp checkpoint under dp (one process on CPU, DataParallel's
+    code path), which also shows that checkpoints move from ddp to dp."""
     data = [f"--data.root={mnist_root}", "--data.val_size=129"]
     check(run_process("fit", *CPU2, "--trainer.strategy=ddp", *data, cwd=tmp_path))
     run = run_folder(tmp_path)
     ddp = logged(run)
     ckpt = f"--ckpt_path={run / 'checkpoints' / 'last.ckpt'}"
-    single = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.strategy=auto", ckpt, *data]
+    single = [*CPU2, "--trainer.strategy=dp", ckpt, *data]
     for subcommand in ("validate", "test"):
         check(run_app(subcommand, *single, configs=(str(run / "config.yaml"),), cwd=tmp_path))
         alone = logged(run)
