@@ -9,11 +9,11 @@ from helpers.cli import ROOT
 PROGRAM = """
 import atexit, sys, tempfile
 import torch.distributed as dist
-from app.distributed.ending import EndRanksTogether
 atexit.register(lambda: print("initialized at exit:", dist.is_initialized(), flush=True))
 store = dist.FileStore(tempfile.mktemp(), 1)
 dist.init_process_group("gloo", store=store, rank=0, world_size=1)
 if sys.argv[1] == "setup":  # what the Trainer calls on every rank, spawned ones too
+    from app.distributed.ending import EndRanksTogether
     EndRanksTogether().setup(None, None, "fit")
 """
 
