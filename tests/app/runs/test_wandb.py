@@ -6,9 +6,10 @@ One W&B run per job whatever the number of ranks is checked on the 2-process run
 """
 
 import json
+import os
 
 import yaml
-from helpers.cli import SHRINK_WANDB, check, run_folder, run_process, wandb_offline_env
+from helpers.cli import SHRINK_WANDB, check, run_app, run_folder, run_process, wandb_offline_env
 from helpers.wandb_files import records
 
 
@@ -22,11 +23,11 @@ def logged_config(run_dir) -> dict:
 
 def fit(cwd, *args):
     """``fit`` as on a machine not logged in to W&B (no ``WANDB_*``, no ``~/.netrc``). A process of
-    its own: the run's files are complete when it exits."""
+    its own: the run's records are complete when it exits."""
     return run_process("fit", *SHRINK_WANDB, *args, shrink=False, env=wandb_offline_env(cwd), cwd=cwd)
 
 
-def test_offline_run_holds_the_config_and_a_resume_continues_it(mnist_root, tmp_path):
+def test_offline_run_holds_the_config_and_a_resume_continues_it(mnist_root, tmp_path, monkeypatch):
     result = fit(tmp_path, f"--data.root={mnist_root}")
     check(result)
     run = run_folder(tmp_path)
@@ -44,7 +45,12 @@ def test_offline_run_holds_the_config_and_a_resume_continues_it(mnist_root, tmp_
         assert logged[key] == saved[key], key
     assert len(logged["git"]["commit"]) == 40
 
-    check(fit(tmp_path, f"--data.root={mnist_root}", "--trainer.max_epochs=2", "--ckpt_path=last"))
+    # The resume in this process: only its run's folder name is read, not its records.
+    for key in [key for key in os.environ if key.startswith("WANDB_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    args = [*SHRINK_WANDB, f"--data.root={mnist_root}", "--trainer.max_epochs=2", "--ckpt_path=last"]
+    check(run_app("fit", *args, shrink=False, cwd=tmp_path))
     runs = sorted(run.glob("wandb/offline-run-*"))
     assert len(runs) == 2 and all(r.name.endswith(f"-{run_id}") for r in runs)
     assert not (run.parent / "version_1").exists()
