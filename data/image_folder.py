@@ -210,7 +210,8 @@ class ImageFolderDataModule(VisionDataModule):
             if path.is_file():
                 self._decoded[folder.root] = photo_cache.load(path, folder.samples)
             else:
-                # Every process that decodes says so: under DDP only rank 0 of a node should have.
+                # Every process that decodes in memory says so: under DDP the others should have read
+                # the copy that one process per node wrote.
                 rank = self.trainer.global_rank if self.trainer is not None else 0
                 log.warning(f"data: rank {rank} decodes {folder.root} in memory ({path} is missing)")
                 self._decoded[folder.root] = photo_cache.build(folder.samples, self.stored_side, grey)
