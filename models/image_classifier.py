@@ -126,9 +126,10 @@ class ImageClassifier(LightningModule):
     def on_train_epoch_end(self) -> None:
         # ``self.log`` costs about half a millisecond of CPU per call, so train/loss is logged at the
         # steps Lightning sends to the loggers only; an epoch shorter than that interval sends its last
-        # loss at its end, so that every logger gets it at least once per epoch.
+        # loss at its end, so that every logger gets it at least once per epoch (averaged over the
+        # ranks: one all-reduce an epoch, and Lightning asks for it at epoch level).
         if self.unlogged_loss is not None:
-            self.log("train/loss", self.unlogged_loss)
+            self.log("train/loss", self.unlogged_loss, sync_dist=True)
             self.unlogged_loss = None
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> dict[str, Tensor]:

@@ -2,7 +2,18 @@
 
 import pytest
 import torch
-from helpers.cli import callback, check, load_probe, max_difference, probe, run_app, run_process
+from helpers.cli import (
+    app_env,
+    callback,
+    check,
+    load_probe,
+    logged,
+    max_difference,
+    probe,
+    run_app,
+    run_folder,
+    run_process,
+)
 from helpers.data_files import write_photo_folder
 
 from models import FastCNN, ImageClassifier, ModelError
@@ -33,14 +44,17 @@ def test_frozen_until_the_unfreeze_epoch_on_both_ddp_ranks_from_one_decoded_copy
         *TWO_EPOCHS,
     ]
     args += ["--data=ImageFolderDataModule", f"--data.root={photos}", "--data.loader=resident"]
-    args += ["--data.batch_size=8", "--data.val_size=0.2"]
+    # Epochs shorter than the logging interval: train/loss is logged at their end, synced over the ranks.
+    args += ["--data.batch_size=8", "--data.val_size=0.2", "--trainer.log_every_n_steps=50"]
     spy = callback("helpers.weights_probe.WeightsProbe", folder=str(tmp_path / "p"), epochs=True)
-    result = run_process("fit", *args, BARE, spy, cwd=tmp_path)
+    warnings_shown = {**app_env(), "PYTHONWARNINGS": "default"}  # Lightning's, as a user sees them
+    result = run_process("fit", *args, BARE, spy, env=warnings_shown, cwd=tmp_path)
     check(result)
     output = result.stdout + result.stderr
     for folder in ("train", "test"):
         assert output.count(f"decoding 48 images of {photos}/{folder} ") == 1
     assert "in memory" not in output and len(list((photos / ".cache").glob("*.pt"))) == 2
+    assert "sync_dist" not in output and len(logged(run_folder(tmp_path))["train/loss"]) == 2
     ranks = [
         {
             moment: split(load_probe(tmp_path / "p", moment, r)["weights"])
