@@ -222,7 +222,8 @@ class ImageFolderDataModule(VisionDataModule):
             return super().dataloader(dataset, train)
         device = self.trainer.strategy.root_device if self.trainer else torch.device("cpu")
         indices = torch.as_tensor(dataset.indices)
-        images = self.decoded(dataset.dataset)[indices].to(device)
+        # Channels last: each crop is then a block of whole pixels, which torch's uint8 resize reads fastest.
+        images = self.decoded(dataset.dataset)[indices].to(device, memory_format=torch.channels_last)
         labels = torch.as_tensor(dataset.dataset.targets)[indices].to(device)
         mean, std = (torch.tensor(v, device=device) for v in (self.mean, self.std))
         policy = photos.policy(self.auto_augment)
@@ -230,9 +231,8 @@ class ImageFolderDataModule(VisionDataModule):
         def transform(batch: Tensor, generator: torch.Generator) -> Tensor:
             if not train:
                 return batch_transforms.normalize(F.center_crop(batch, self.image_size), mean, std)
-            batch = batch_transforms.random_resized_crop(batch, self.image_size, self.crop_scale, generator)
-            if self.flip:
-                batch = batch_transforms.random_flip(batch, generator)
+            size, scale = self.image_size, self.crop_scale
+            batch = batch_transforms.random_resized_crop(batch, size, scale, generator, self.flip)
             if policy:
                 batch = batch_transforms.each(batch, policy[0], generator)
             return batch_transforms.normalize(batch, mean, std)

@@ -9,9 +9,10 @@ import torch
 from helpers.cli import check, logged, run_app, run_folder
 from helpers.data_files import write_photo_folder
 from PIL import Image
+from torchvision.transforms import RandomResizedCrop
 
 from data import ImageFolderDataModule
-from data.batch_transforms import random_resized_crop
+from data.batch_transforms import crop_boxes, random_resized_crop
 from data.photo_cache import decode_square
 from data.photos import IMAGENET_MEAN, IMAGENET_STD, read_photo
 
@@ -106,7 +107,7 @@ def test_both_loaders_train_to_the_same_accuracy(photos, tmp_path):
             f"--data.root={photos}",
             f"--data.loader={loader}",
             "--data.image_size=24",
-            "--data.val_size=8",
+            "--data.val_size=12",
         ]
         data = ["--data=ImageFolderDataModule", "--data.batch_size=8", "--trainer.max_epochs=3"]
         check(run_app("fit", *data, *args, "--model.net=FastCNN", "--model.lr=0.05", cwd=tmp_path / loader))
@@ -114,7 +115,7 @@ def test_both_loaders_train_to_the_same_accuracy(photos, tmp_path):
     assert accuracy["resident"] >= 0.9 and accuracy["torch"] >= 0.9, accuracy
 
 
-def test_the_batch_crop_draws_a_box_per_image_repeatably():
+def test_the_batch_crop_draws_a_box_per_image_repeatably_and_mirrors_about_half():
     # 32 copies of one image whose pixels say their column: each crop's columns tell its box.
     columns = torch.arange(64, dtype=torch.uint8).expand(32, 3, 64, 64).contiguous()
     crops = [
@@ -123,6 +124,25 @@ def test_the_batch_crop_draws_a_box_per_image_repeatably():
     assert crops[0].shape == (32, 3, 16, 16) and crops[0].dtype == torch.uint8
     assert torch.equal(crops[0], crops[1]) and not torch.equal(crops[0], crops[2])
     assert len({(int(c[0, 0, 0]), int(c[0, 0, -1])) for c in crops[0]}) > 20  # boxes differ per image
+    flipped = random_resized_crop(columns, 16, (0.08, 1.0), torch.Generator().manual_seed(1), flip=True)
+    mirrored = int((flipped[:, 0, 0, 0] > flipped[:, 0, 0, -1]).sum())  # columns run right to left
+    assert 8 <= mirrored <= 24 and (crops[0][:, 0, 0, 0] < crops[0][:, 0, 0, -1]).all()
+
+
+def test_crop_boxes_follow_torchvisions_rules():
+    top, left, h, w = torch.tensor(crop_boxes(4000, 60, 90, (0.25, 0.5), torch.Generator().manual_seed(0))).T
+    assert (top >= 0).all() and (left >= 0).all() and (top + h <= 60).all() and (left + w <= 90).all()
+    area, aspect = h * w / (60 * 90), w / h
+    assert area.min() > 0.23 and area.max() < 0.52 and aspect.min() > 0.7 and aspect.max() < 1.4
+    assert abs(area.float().mean() - 0.375) < 0.01  # uniform over the scale range
+    # left spans its whole range: positions are uniform too
+    assert left.min() == 0 and (left + w).max() == 90
+    # When no draw fits (an area of the whole image, but the image far wider than 4/3), torchvision
+    # takes the centre of the image at the nearest allowed aspect; so do we.
+    for height, width in ((10, 40), (40, 10), (11, 40)):
+        image = torch.zeros(3, height, width)
+        expected = list(RandomResizedCrop.get_params(image, [1.0, 1.0], [3 / 4, 4 / 3]))
+        assert crop_boxes(3, height, width, (1.0, 1.0), torch.Generator()) == [expected] * 3
 
 
 @pytest.mark.parametrize("loader", ["resident", "torch"])
