@@ -7,7 +7,7 @@ and workers:
 - a: torchvision's reference: ``ImageFolder`` + PIL ``RandomResizedCrop``, flip, ``ToTensor``, ``Normalize``;
 - b: ``ImageFolderDataModule --data.loader torch``: uint8 decoding (JPEG DCT scaling), v2 on tensors;
 - c: ``ImageFolderDataModule --data.loader resident``: the folder decoded once (not timed here: the
-  ``decode`` column), batches cropped and flipped whole.
+  ``decode`` column), each image of a batch cropped and flipped on uint8.
 
 Each loader runs ``--epochs`` epochs; img/s is the last epoch's (workers started, caches warm).
 Needs the ``bench`` extra (scikit-image) for the photos.
