@@ -110,7 +110,20 @@ class ImageFolderDataModule(VisionDataModule):
     @functools.cached_property
     def classes(self) -> list[str]:
         """The class folders of ``ROOT/train``, sorted: label i is the i-th."""
-        return self._classes(Path(self.root, "train"))
+        root = Path(self.root)
+        if not root.is_dir():
+            raise DatasetNotFoundError(f"no folder {root}: pass --data.root the folder that holds train/")
+        if root.name in ("train", "test") and (root.parent / "train").is_dir():
+            raise DatasetNotFoundError(f"{root} is a split: pass --data.root {root.parent} (it holds train/)")
+        folders = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
+        if not (root / "train").exists() and folders:
+            shown = ", ".join(folders[:3]) + (", ..." if len(folders) > 3 else "")
+            raise DatasetNotFoundError(
+                f"{root} has folders ({shown}) but no train/: move the class folders into {root}/train/ "
+                f"(test images, in the same class folders, into {root}/test/), or point --data.root at "
+                f"the folder that holds train/"
+            )
+        return self._classes(root / "train")
 
     @property
     def num_classes(self) -> int:
