@@ -30,7 +30,8 @@ class ImageFolderDataModule(VisionDataModule):
         root: folder with ``train/`` and, for the test stage, ``test/``.
         image_size: side of the square crops the network sees.
         grayscale: read images as one channel instead of three.
-        batch_size: samples per batch per device.
+        batch_size: samples per batch per device (32: torchvision's ImageNet recipe's, and
+            a folder of a few hundred photos still gives a few steps an epoch).
         num_workers: loader worker processes per device; None picks from the cores per device.
         val_size: training images held out for validation (an int), or a fraction in (0, 1).
         seed: seed of the train/val split and of each epoch's shuffle.
@@ -54,7 +55,7 @@ class ImageFolderDataModule(VisionDataModule):
         root: str = "datasets/images",
         image_size: PositiveInt = 32,
         grayscale: bool = False,
-        batch_size: PositiveInt = 128,
+        batch_size: PositiveInt = 32,
         num_workers: NonNegativeInt | None = None,
         val_size: PositiveInt | OpenUnitInterval = 0.1,
         seed: int = 42,
