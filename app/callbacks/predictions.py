@@ -9,6 +9,7 @@ from typing import Any
 import torch.distributed as dist
 from lightning import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter
+from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
 from data.contract import provided
@@ -61,7 +62,9 @@ class PredictionsWriter(BasePredictionWriter):
         if trainer.is_global_zero:
             # The checkpoint's class names: those the network learnt, even where the data is gone.
             names = (getattr(pl_module, "data_card", None) or {}).get("class_names")
-            write(Path(trainer.default_root_dir) / FILE_NAME, sorted(rows), trainer.datamodule, names)
+            path = Path(trainer.default_root_dir) / FILE_NAME
+            write(path, sorted(rows), trainer.datamodule, names)
+            rank_zero_info(f"done: {len(rows)} predictions in {path}")
 
 
 def write(

@@ -33,9 +33,13 @@ def predict(ckpt: Path, *args: str) -> list[dict[str, str]]:
     run = ckpt.parent.parent
     (run / "predictions.csv").unlink(missing_ok=True)
     run_cli = run_process if "--trainer.strategy=ddp" in args else run_app
-    check(run_cli("predict", f"--ckpt_path={ckpt}", BATCH, *args, cwd=run.parent.parent.parent))
+    result = run_cli("predict", f"--ckpt_path={ckpt}", BATCH, *args, cwd=run.parent.parent.parent)
+    check(result)
     with open(run / "predictions.csv", newline="") as f:
-        return list(csv.DictReader(f))
+        rows = list(csv.DictReader(f))
+    # The last line says where the file is.
+    assert result.stderr.rstrip().endswith(f"done: {len(rows)} predictions in {run / 'predictions.csv'}")
+    return rows
 
 
 def probabilities(ckpt: Path, data: VisionDataModule) -> torch.Tensor:
