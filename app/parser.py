@@ -1,5 +1,6 @@
 """The argument parser: jsonargparse's errors as one line, without its usage text."""
 
+import difflib
 import functools
 import importlib
 import re
@@ -67,7 +68,7 @@ class Parser(LightningArgumentParser):
     def error(self, message: str, ex: Exception | None = None) -> None:
         if not self.exit_on_error:  # jsonargparse is trying alternatives: it catches this error
             super().error(message, ex)
-        fail(out_of_type(message) or folded(message))
+        fail(out_of_type(message) or misspelt(folded(message), self) or folded(message))
 
 
 @functools.cache
@@ -103,6 +104,30 @@ def folded(message: str) -> str:
     """jsonargparse's message on one line, less the parts that do not help."""
     lines = (line.strip(" -") for line in message.replace('"<unicode string>", ', "").splitlines())
     return " ".join(line for line in lines if line and not line.startswith(NOISE))
+
+
+def misspelt(message: str, parser: ArgumentParser) -> str | None:
+    """An unknown option's line, with the options whose names are close; None for other errors."""
+    unknown = re.fullmatch(r"unrecognized arguments: --([\w.]+).*", message)
+    in_config = re.fullmatch(r"Subcommand '(\w+)' does not accept option '([\w.]+)'.*", message)
+    in_class = re.search(
+        r"Parser key \"([\w.]+)\": Problem with given class_path '([\w.]+)': Option '(\w+)'", message
+    )
+    dashes = "" if in_config else "--"  # a config file's key, or a flag
+    if in_config:  # raised by the parser of all subcommands: look in this one's
+        parser = parser._subcommands_action.choices[in_config[1]]
+    if unknown or in_config:
+        given = (unknown or in_config).groups()[-1]
+        known = [o.removeprefix("--") for action in parser._actions for o in action.option_strings]
+    elif in_class:
+        key, class_path, name = in_class.groups()
+        given = f"{key}.{name}"
+        known = [f"{key}.{option}" for option in vars(class_defaults(class_path))]
+        message = f"--{given} is not an option of {class_path.rsplit('.', 1)[-1]}"
+    else:
+        return None
+    close = difflib.get_close_matches(given, [k for k in known if not k.endswith("+")], n=3, cutoff=0.8)
+    return message + (f"; close: {', '.join(dashes + name for name in close)}" if close else "")
 
 
 def out_of_type(message: str) -> str | None:

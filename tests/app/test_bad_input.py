@@ -120,13 +120,38 @@ def test_a_batch_larger_than_a_process_share_is_one_line(args, share, mnist_root
     ("args", "config", "expected"),
     [
         (["--trainer.devices=0"], None, "error: `Trainer(devices='0')` value is not a valid input"),
-        (["--model.lrr=0.1"], None, "error: unrecognized arguments: --model.lrr=0.1"),
+        (["--model.lrr=0.1"], None, "error: unrecognized arguments: --model.lrr=0.1; close: --model.lr"),
+        (
+            ["--trainer.devics=2"],
+            None,
+            "error: unrecognized arguments: --trainer.devics=2; close: --trainer.devices",
+        ),
+        (["--model.zzz=1"], None, "error: unrecognized arguments: --model.zzz=1"),
+        (
+            ["--data=ImageFolderDataModule", "--data.imagesize=64"],
+            None,
+            "error: --data.imagesize is not an option of ImageFolderDataModule; close: --data.image_size",
+        ),
         (["--data.batch_size=abc"], None, "error: --data.batch_size must be an integer > 0, got abc"),
         ([], "model:\n  lr: [0.1\n", "error: Problems parsing config: while parsing a flow sequence in line"),
-        ([], "model:\n  lrr: 0.1\n", "error: Subcommand 'fit' does not accept option 'model.lrr'"),
+        (
+            [],
+            "model:\n  lrr: 0.1\n",
+            "error: Subcommand 'fit' does not accept option 'model.lrr'; close: model.lr",
+        ),
         ([], "model:\n  lr: -0.1\n", "error: --model.lr must be a number > 0, got -0.1"),
     ],
-    ids=["devices=0", "unknown-flag", "wrong-type", "bad-yaml", "config-key-typo", "config-out-of-range"],
+    ids=[
+        "devices=0",
+        "unknown-flag",
+        "unknown-trainer-flag",
+        "unknown-flag-nothing-close",
+        "unknown-class-option",
+        "wrong-type",
+        "bad-yaml",
+        "config-key-typo",
+        "config-out-of-range",
+    ],
 )
 def test_a_bad_flag_or_config_is_one_line(args, config, expected, tmp_path):
     if config is not None:
@@ -134,6 +159,8 @@ def test_a_bad_flag_or_config_is_one_line(args, config, expected, tmp_path):
         args = [*args, f"--config={tmp_path / 'my.yaml'}"]
     result = run_app("fit", *args, shrink=False, cwd=tmp_path)
     assert error_line(result).startswith(expected)
+    if "close" in expected or "zzz" in expected:  # the whole line: no other guesses
+        assert error_line(result) == expected
     if config is not None or args[0].startswith(("--model", "--data")):
         assert result.stderr.strip() == error_line(result)  # jsonargparse's usage is not printed
 
