@@ -1,4 +1,4 @@
-"""``python -m benchmarks.photos``: images/s that a photo folder's train loader delivers, no model.
+"""``python -m benchmarks.photos``: images/s that a photo folder's train loader delivers.
 
 A folder of photo-sized JPEGs (500x375, quality 90, crops of scikit-image's sample photos; written
 once to a temporary folder) is read at 224 px and 64 px by three pipelines with the same threads
@@ -10,23 +10,31 @@ and workers:
   ``decode`` column), each image of a batch cropped and flipped on uint8.
 
 Each loader runs ``--epochs`` epochs; img/s is the last epoch's (workers started, caches warm).
-Needs the ``bench`` extra (scikit-image) for the photos.
+``--device cuda`` delivers the batches to the GPU (a and b through pinned memory, c resident there);
+``--train`` also times torchvision's ResNet-18 training on each pipeline's batches. Needs the
+``bench`` extra (scikit-image) for the photos.
 """
 
 import argparse
+import logging
 import os
 import platform
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
+import torchvision
+from lightning import Trainer
 from PIL import Image
+from torch import Tensor
 from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
 
 from app.allocator import keep_freed_memory
+from benchmarks.common import now
 from data import ImageFolderDataModule
 from data.photos import IMAGENET_MEAN, IMAGENET_STD
 
@@ -51,20 +59,27 @@ def write_photos(root: Path, classes: int, per_class: int, seed: int = 0) -> Pat
     return root
 
 
-def reference(root: Path, size: int, batch: int, workers: int) -> DataLoader:
+def reference(root: Path, size: int, batch: int, workers: int, device: torch.device) -> DataLoader:
     """torchvision's ImageNet training pipeline, as its reference scripts and tutorials write it."""
     steps = [transforms.RandomResizedCrop(size), transforms.RandomHorizontalFlip(), transforms.ToTensor()]
     folder = datasets.ImageFolder(
         root / "train", transforms.Compose([*steps, transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
     )
-    return DataLoader(folder, batch, shuffle=True, num_workers=workers, persistent_workers=workers > 0)
+    pin = device.type == "cuda"
+    return DataLoader(
+        folder, batch, shuffle=True, num_workers=workers, persistent_workers=workers > 0, pin_memory=pin
+    )
 
 
-def ours(root: Path, size: int, batch: int, workers: int, loader: str) -> tuple[object, float]:
+def ours(
+    root: Path, size: int, batch: int, workers: int, loader: str, device: torch.device
+) -> tuple[object, float]:
     """Our train loader, and the seconds its preparation (the resident copy's decoding) took."""
     dm = ImageFolderDataModule(
         str(root), size, batch_size=batch, num_workers=workers, val_size=1, loader=loader
     )
+    # The device comes from a Trainer, as in a run: the resident copy goes there.
+    dm.trainer = Trainer(accelerator=device.type, devices=1, logger=False, enable_progress_bar=False)
     start = time.perf_counter()
     dm.prepare_data()
     dm.setup("fit")
@@ -74,15 +89,53 @@ def ours(root: Path, size: int, batch: int, workers: int, loader: str) -> tuple[
     return train, time.perf_counter() - start
 
 
-def images_per_second(loader, epochs: int) -> float:
-    """The last epoch's images per second, every batch taken to the float tensor a step would get."""
+def resnet18_step(device: torch.device) -> Callable[[Tensor, Tensor], None]:
+    """One SGD step of torchvision's ResNet-18 on a batch: channels last, bf16 autocast on a GPU."""
+    model = torchvision.models.resnet18(num_classes=10).to(device, memory_format=torch.channels_last)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step(images: Tensor, labels: Tensor) -> None:
+        with torch.autocast(device.type, torch.bfloat16, enabled=device.type == "cuda"):
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def images_per_second(loader, epochs: int, device: torch.device, step: Callable | None = None) -> float:
+    """The last epoch's images per second: every batch taken to the float tensor on ``device`` a
+    step would get, and given to ``step`` if there is one."""
     for epoch in range(epochs):
         if hasattr(loader.sampler, "set_epoch"):
             loader.sampler.set_epoch(epoch)
-        start, seen = time.perf_counter(), 0
-        for images, _ in loader:
+        start, seen = now(device), 0
+        for images, labels in loader:
+            images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+            if step is not None:
+                step(images, labels)
             seen += len(images)
-    return seen / (time.perf_counter() - start)
+    return seen / (now(device) - start)
+
+
+def pipelines(root: Path, size: int, args: argparse.Namespace) -> dict[str, float]:
+    """img/s of a, b, c at ``size`` (with ``--train``, also of ResNet-18 trained on each); c's decoding."""
+    device = torch.device(args.device)
+    figures = {}
+    for train in [False, True] if args.train else [False]:
+        step = resnet18_step(device) if train else None
+        suffix = " train" if train else ""
+        batches = args.batch_size, args.workers
+        figures["a" + suffix] = images_per_second(
+            reference(root, size, *batches, device), args.epochs, device, step
+        )
+        b = ours(root, size, *batches, "torch", device)[0]
+        figures["b" + suffix] = images_per_second(b, args.epochs, device, step)
+        c, decode = ours(root, size, *batches, "resident", device)
+        figures.setdefault("decode", decode)  # the first time: later ones read the cached copy
+        figures["c" + suffix] = images_per_second(c, args.epochs, device, step)
+    return figures
 
 
 def main() -> None:
@@ -93,27 +146,38 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="DataLoader workers of a and b")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of every pipeline")
     parser.add_argument("--sizes", type=int, nargs="+", default=[224, 64])
+    parser.add_argument(
+        "--device", default="cpu", help="where batches are delivered (and trained on): cpu, cuda"
+    )
+    parser.add_argument("--train", action="store_true", help="also time ResNet-18 training on each pipeline")
     args = parser.parse_args()
     keep_freed_memory()  # the CLI's allocator setting, for every pipeline
     torch.set_num_threads(args.threads)
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # the Trainers' device lines
     with tempfile.TemporaryDirectory(prefix="photos-") as tmp:
         root = write_photos(Path(tmp), 10, args.images // 10)
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        gpu = f", {torch.cuda.get_device_name()}" if args.device == "cuda" else ""
         print(
             f"{args.images} JPEGs 500x375 q90, batch {args.batch_size}, {args.workers} workers (a, b), "
-            f"{args.threads} torch threads, {cores} cores, {platform.processor() or platform.machine()}, "
-            f"torch {torch.__version__}\n"
+            f"{args.threads} torch threads, {cores} cores, {platform.processor() or platform.machine()}"
+            f"{gpu}, batches on {args.device}, torch {torch.__version__}\n"
         )
         columns = ["size", "a: torchvision reference", "b: ours, decoded per epoch", "c: ours, resident"]
-        print("| " + " | ".join([*columns, "decode once (c)", "b/a", "c/a"]) + " |")
-        print("|---" * 7 + "|")
+        columns += ["decode once (c)", "b/a", "c/a"]
+        columns += ["ResNet-18 training: a", "b", "c", "c/a"] if args.train else []
+        print("| " + " | ".join(columns) + " |")
+        print("|---" * len(columns) + "|")
         for size in args.sizes:
-            a = images_per_second(reference(root, size, args.batch_size, args.workers), args.epochs)
-            b = images_per_second(ours(root, size, args.batch_size, args.workers, "torch")[0], args.epochs)
-            resident, decode = ours(root, size, args.batch_size, args.workers, "resident")
-            c = images_per_second(resident, args.epochs)
-            cells = [f"{size} px", f"{a:.0f} img/s", f"{b:.0f} img/s", f"{c:.0f} img/s", f"{decode:.1f} s"]
-            print("| " + " | ".join([*cells, f"{b / a:.2f}", f"{c / a:.1f}"]) + " |", flush=True)
+            f = pipelines(root, size, args)
+            cells = [f"{size} px", *(f"{f[k]:.0f} img/s" for k in "abc"), f"{f['decode']:.1f} s"]
+            cells += [f"{f['b'] / f['a']:.2f}", f"{f['c'] / f['a']:.1f}"]
+            if args.train:
+                cells += [
+                    *(f"{f[k + ' train']:.0f} img/s" for k in "abc"),
+                    f"{f['c train'] / f['a train']:.2f}",
+                ]
+            print("| " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

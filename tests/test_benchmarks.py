@@ -3,10 +3,13 @@
 import json
 
 import pytest
+import torch
 from helpers.cli import check, logged, run_app, run_folder
+from helpers.data_files import write_photo_folder
 from helpers.page_faults import STEPS, run_python
 
 from benchmarks.__main__ import median_run, throughput, timed
+from benchmarks.photos import images_per_second, ours, reference, resnet18_step
 
 
 def test_the_timer_counts_training_steps_and_the_whole_fit(mnist_root, tmp_path):
@@ -37,3 +40,19 @@ def test_the_hand_written_loops_run_with_the_allocator_setting_of_the_template()
     loops = int(run_python("from benchmarks.common import arguments; arguments('loop')\n" + STEPS))
     template = int(run_python("from app.process import prepare; prepare()\n" + STEPS))
     assert loops < plain / 5 and template < plain / 5
+
+
+def test_the_photo_pipelines_deliver_what_a_training_step_takes(tmp_path):
+    """a, b and c are compared on like batches: normalized float, (B, 3, size, size), on the device."""
+    root, cpu = write_photo_folder(tmp_path / "photos", per_class=8), torch.device("cpu")
+    loaders = {
+        "a": reference(root, 32, 8, 0, cpu),
+        "b": ours(root, 32, 8, 0, "torch", cpu)[0],
+        "c": ours(root, 32, 8, 0, "resident", cpu)[0],
+    }
+    for name, loader in loaders.items():
+        images, labels = next(iter(loader))
+        assert images.dtype == torch.float32 and images.shape == (8, 3, 32, 32) and len(labels) == 8, name
+        # [0, 1] standardized with ImageNet's statistics; 8 photos of 3 tinted classes span most of it
+        assert -2.2 < images.min() < -0.5 and 0.5 < images.max() < 2.7, name
+    assert images_per_second(loaders["c"], 2, cpu, resnet18_step(cpu)) > 0
