@@ -13,9 +13,9 @@ from torch import Tensor
 from torch.utils.data import Dataset
 from torchvision.transforms.v2 import functional as F
 
-from data import batch_transforms, photo_cache, photos
+from data import batch_transforms, folder_layout, photo_cache, photos
 from data.resident import ResidentLoader
-from data.vision import DataError, DatasetNotFoundError, TransformedSubset, VisionDataModule
+from data.vision import DataError, TransformedSubset, VisionDataModule
 
 log = logging.getLogger(__name__)
 
@@ -111,52 +111,16 @@ class ImageFolderDataModule(VisionDataModule):
     @functools.cached_property
     def classes(self) -> list[str]:
         """The class folders of ``ROOT/train``, sorted: label i is the i-th."""
-        root = Path(self.root)
-        if not root.is_dir():
-            raise DatasetNotFoundError(f"no folder {root}: pass --data.root the folder that holds train/")
-        if root.name in ("train", "test") and (root.parent / "train").is_dir():
-            raise DatasetNotFoundError(f"{root} is a split: pass --data.root {root.parent} (it holds train/)")
-        folders = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
-        if not (root / "train").exists() and folders:
-            shown = ", ".join(folders[:3]) + (", ..." if len(folders) > 3 else "")
-            raise DatasetNotFoundError(
-                f"{root} has folders ({shown}) but no train/: move the class folders into {root}/train/ "
-                f"(test images, in the same class folders, into {root}/test/), or point --data.root at "
-                f"the folder that holds train/"
-            )
-        return self._classes(root / "train")
+        return folder_layout.train_classes(Path(self.root))
 
     @property
     def num_classes(self) -> int:
         return len(self.classes)
 
-    @staticmethod
-    def _classes(folder: Path) -> list[str]:
-        classes = sorted(d.name for d in folder.iterdir() if d.is_dir()) if folder.is_dir() else []
-        if not classes:
-            raise DatasetNotFoundError(
-                f"no class folders in {folder}: put your images in {folder}/<class name>/ "
-                f"(or point --data.root at the folder that holds train/)"
-            )
-        if len(classes) == 1:
-            raise DataError(
-                f"only one class folder in {folder} ({classes[0]}): a classifier needs two or more, "
-                f"one folder of images per class"
-            )
-        return classes
-
     def load(self, train: bool) -> Dataset:
-        folder = Path(self.root, "train" if train else "test")
-        if not train and (test := self._classes(folder)) != self.classes:
-            only_test = sorted(set(test) - set(self.classes))
-            only_train = sorted(set(self.classes) - set(test))
-            differ = [f"only in test/: {', '.join(only_test)}"] if only_test else []
-            differ += [f"only in train/: {', '.join(only_train)}"] if only_train else []
-            raise DataError(
-                f"the class folders of {folder} differ from those of {self.root}/train "
-                f"({'; '.join(differ)}): give both the same class folders"
-            )
-        return self.folder(folder.name)
+        if not train:
+            folder_layout.check_test_classes(Path(self.root), self.classes)
+        return self.folder("train" if train else "test")
 
     @functools.cache  # noqa: B019 (one DataModule per run: its cache lives as long)
     def folder(self, split: str) -> photos.PhotoFolder:
