@@ -7,7 +7,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_info
-from PIL import Image, UnidentifiedImageError
+from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 from torch import Tensor
 from torch.utils.data import Dataset
 from torchvision.datasets import ImageFolder
@@ -26,10 +26,10 @@ AutoAugment = Literal["none", "trivialaugment", "randaugment", "autoaugment"]
 def read_photo(path: str | Path, short_side: int | None = None, grey: bool = False) -> Tensor:
     """The image file ``path`` as a (C, H, W) uint8 tensor, 1 channel if ``grey`` else RGB.
 
-    Grey, RGBA, palette and CMYK files are converted. A JPEG is decoded straight at a
-    1/2, 1/4 or 1/8 scale where its short side stays at least ``short_side``: PIL's ``draft``
-    scales in the DCT, which ``torchvision.io`` cannot (its decoders, deprecated since 0.29, always
-    decode the whole image).
+    Grey, RGBA, palette and CMYK files are converted, and photos turned upright by their EXIF
+    orientation. A JPEG is decoded straight at a 1/2, 1/4 or 1/8 scale where its short side stays
+    at least ``short_side``: PIL's ``draft`` scales in the DCT, which ``torchvision.io`` cannot (its
+    decoders, deprecated since 0.29, always decode the whole image).
     """
     try:
         with Image.open(path) as image:
@@ -38,6 +38,8 @@ def read_photo(path: str | Path, short_side: int | None = None, grey: bool = Fal
             # spares the colours of a grey read.
             if image.format == "JPEG" and (scale <= 0.5 or grey):
                 image.draft("L" if grey else "RGB", (image.width * scale, image.height * scale))
+            if image.getexif().get(ExifTags.Base.Orientation, 1) != 1:  # a camera's sideways photo
+                image = ImageOps.exif_transpose(image)  # upright, as viewers show it
             mode = "L" if grey else "RGB"
             if image.mode != mode:
                 image = image.convert(mode)

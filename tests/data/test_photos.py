@@ -44,6 +44,22 @@ def test_evaluation_keeps_the_aspect_and_takes_the_centre(tmp_path):
     assert square.shape == (3, 32, 32) and (square[1] == 255).all() and (square[[0, 2]] == 0).all()
 
 
+@pytest.mark.parametrize("grey", [False, True])
+def test_a_sideways_camera_photo_is_turned_upright_by_its_exif_orientation(grey, tmp_path):
+    # Stored 64 wide, 32 high, white on the left; orientation 6: shown turned 90 degrees clockwise,
+    # 32 wide, 64 high, white at the top. Large enough that the JPEG is decoded at 1/2 scale.
+    pixels = np.zeros((32, 64, 3), np.uint8)
+    pixels[:, :32] = 255
+    exif = Image.Exif()
+    exif[0x0112] = 6  # EXIF Orientation
+    Image.fromarray(pixels).save(tmp_path / "phone.jpg", exif=exif.tobytes(), quality=95)
+    image = read_photo(tmp_path / "phone.jpg", short_side=16, grey=grey)
+    assert image.shape == (1 if grey else 3, 32, 16)  # (C, H, W): upright, and at 1/2 scale
+    assert (image[:, :14] > 240).all() and (image[:, 18:] < 15).all()
+    square = decode_square(str(tmp_path / "phone.jpg"), 16, grey)  # the resident copy's decoding too
+    assert (square[:, :6] > 240).all() and (square[:, 10:] < 15).all()
+
+
 def test_grey_rgba_palette_and_small_photos_are_converted_other_files_skipped(photos, caplog):
     modes = {Image.open(p).mode for p in photos.rglob("*.*g")}
     assert {"RGB", "L", "RGBA", "P"} <= modes
