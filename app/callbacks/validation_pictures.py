@@ -48,6 +48,7 @@ class ValidationPictures(Callback):
         self.matrix: Tensor | None = None  # of the last validation, at epoch `self.matrix_epoch`
         self.matrix_epoch = 0
         self.history: dict[int, dict[str, float]] = {}  # epoch -> metric -> value
+        self.last_loss: Tensor | None = None  # of this epoch's last training step
         self.shown: tuple[Tensor, Tensor, Tensor] | None = None  # images, preds, labels for the grid
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
@@ -109,10 +110,19 @@ class ValidationPictures(Callback):
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.state.fn == "fit" and not trainer.sanity_checking:
-            self._record(trainer, [key for keys in CURVES.values() for key in keys])
+            self._record(trainer, [key for keys in CURVES.values() for key in keys if key.startswith("val/")])
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self.last_loss = outputs["loss"] if isinstance(outputs, Mapping) else outputs
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._record(trainer, ["train/loss"])
+        # The step's own loss: the model may log an epoch's last loss only after this hook (and the
+        # logged train/loss would then be the epoch before's).
+        if isinstance(self.last_loss, Tensor):
+            self.history.setdefault(trainer.current_epoch, {})["train/loss"] = float(self.last_loss)
+        self.last_loss = None
 
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not trainer.is_global_zero:

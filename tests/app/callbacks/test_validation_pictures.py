@@ -45,6 +45,18 @@ def fit(
     return trainer
 
 
+def test_each_epochs_own_train_loss_is_drawn_when_epochs_are_shorter_than_the_log_interval(
+    mnist_root, tmp_path
+):
+    # 2 steps an epoch, a log every 50: the model logs each epoch's last loss after the epoch's hooks.
+    pictures = ValidationPictures()
+    trainer = fit(mnist_root, tmp_path, pictures, max_epochs=3, log_every_n_steps=50)
+    assert sorted(pictures.history) == [0, 1, 2]
+    losses = [pictures.history[epoch]["train/loss"] for epoch in range(3)]
+    assert losses[2] == pytest.approx(float(trainer.callback_metrics["train/loss"]))  # the last logged
+    assert len(set(losses)) == 3
+
+
 def assert_picture(path: Path, min_side: int = 200) -> None:
     """``path`` is a PNG with something drawn on it."""
     with Image.open(path) as image:
