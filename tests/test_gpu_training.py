@@ -1,4 +1,4 @@
-"""On one CUDA GPU: the resident loader, mixed precision, torch.compile, real learning, the NaN stop."""
+"""On one CUDA GPU: the resident loaders, mixed precision, torch.compile, real learning, the NaN stop."""
 
 import json
 
@@ -8,6 +8,7 @@ from helpers.cli import check, logged, run_folder, run_process
 from lightning import Trainer
 
 from data import MNISTDataModule
+from data.batch_transforms import random_resized_crop, resize
 
 pytestmark = [
     pytest.mark.gpu,
@@ -89,3 +90,19 @@ def test_nan_loss_stops_before_the_next_checkpoint(mnist_root, tmp_path):
     saved = torch.load(run_folder(tmp_path) / "checkpoints" / "last.ckpt", weights_only=True)
     assert saved["global_step"] == 3
     assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
+
+
+def test_the_photo_crop_on_the_gpu_matches_the_cpus_uint8_resize():
+    # The CUDA path resizes in float and rounds; the CPU's uint8 kernel rounds its own way.
+    images = torch.randint(0, 256, (8, 3, 73, 73), dtype=torch.uint8).contiguous(
+        memory_format=torch.channels_last
+    )
+    for top, left, h, w in [(0, 0, 73, 73), (5, 9, 30, 41), (40, 2, 33, 25)]:
+        crop = images[:1, :, top : top + h, left : left + w]
+        on_gpu, on_cpu = resize(crop.cuda(), 64), resize(crop, 64)
+        assert on_gpu.dtype == torch.uint8 and on_gpu.shape == (1, 3, 64, 64)
+        assert (on_gpu.cpu().int() - on_cpu.int()).abs().max() <= 1
+    batch = random_resized_crop(
+        images.cuda(), 64, (0.08, 1.0), torch.Generator("cuda").manual_seed(0), flip=True
+    )
+    assert batch.is_cuda and batch.shape == (8, 3, 64, 64)
