@@ -1,8 +1,8 @@
 """``python -m benchmarks.photos``: images/s that a photo folder's train loader delivers.
 
-A folder of photo-sized JPEGs (500x375, quality 90, crops of scikit-image's sample photos; written
-once to a temporary folder) is read at 224 px and 64 px by three pipelines with the same threads
-and workers:
+A folder of photo-sized JPEGs (500x375 or ``--photo-size``, quality 90, crops of scikit-image's
+sample photos; written once to a temporary folder) is read at 224 px and 64 px by three pipelines
+with the same threads and workers:
 
 - a: torchvision's reference: ``ImageFolder`` + PIL ``RandomResizedCrop``, flip, ``ToTensor``, ``Normalize``;
 - b: ``ImageFolderDataModule --data.loader torch``: uint8 decoding (JPEG DCT scaling), v2 on tensors;
@@ -41,21 +41,21 @@ from data.photos import IMAGENET_MEAN, IMAGENET_STD
 SAMPLES = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "hubble_deep_field")
 
 
-def write_photos(root: Path, classes: int, per_class: int, seed: int = 0) -> Path:
-    """``root/train/class_k/*.jpg``: 500x375 crops of scikit-image's photos, rescaled at random."""
+def write_photos(root: Path, classes: int, per_class: int, size: tuple[int, int] = (500, 375)) -> Path:
+    """``root/train/class_k/*.jpg``: ``size`` crops of scikit-image's photos, rescaled at random."""
     from skimage import data as samples  # the `bench` extra
 
     sources = [Image.fromarray(getattr(samples, name)()).convert("RGB") for name in SAMPLES]
-    rng = np.random.default_rng(seed)
+    rng, (width, height) = np.random.default_rng(0), size
     for k in range(classes):
         folder = root / "train" / f"class_{k}"
         folder.mkdir(parents=True)
         for i in range(per_class):
             source = sources[rng.integers(len(sources))]
-            scale = max(500 / source.width, 375 / source.height) * rng.uniform(1.0, 1.6)
+            scale = max(width / source.width, height / source.height) * rng.uniform(1.0, 1.6)
             image = source.resize((round(source.width * scale), round(source.height * scale)))
-            left, top = rng.integers(image.width - 499), rng.integers(image.height - 374)
-            image.crop((left, top, left + 500, top + 375)).save(folder / f"{i:04d}.jpg", quality=90)
+            left, top = rng.integers(image.width - width + 1), rng.integers(image.height - height + 1)
+            image.crop((left, top, left + width, top + height)).save(folder / f"{i:04d}.jpg", quality=90)
     return root
 
 
@@ -141,6 +141,9 @@ def pipelines(root: Path, size: int, args: argparse.Namespace) -> dict[str, floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--images", type=int, default=640, help="photos in the folder (10 classes)")
+    parser.add_argument(
+        "--photo-size", default="500x375", help="WIDTHxHEIGHT of the JPEGs (4032x3024: a phone's)"
+    )
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2, help="DataLoader workers of a and b")
@@ -155,11 +158,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # the Trainers' device lines
     with tempfile.TemporaryDirectory(prefix="photos-") as tmp:
-        root = write_photos(Path(tmp), 10, args.images // 10)
+        width, height = map(int, args.photo_size.split("x"))
+        root = write_photos(Path(tmp), 10, args.images // 10, (width, height))
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         gpu = f", {torch.cuda.get_device_name()}" if args.device == "cuda" else ""
         print(
-            f"{args.images} JPEGs 500x375 q90, batch {args.batch_size}, {args.workers} workers (a, b), "
+            f"{args.images} JPEGs {width}x{height} q90, batch {args.batch_size}, "
+            f"{args.workers} workers (a, b), "
             f"{args.threads} torch threads, {cores} cores, {platform.processor() or platform.machine()}"
             f"{gpu}, batches on {args.device}, torch {torch.__version__}\n"
         )
