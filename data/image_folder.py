@@ -11,7 +11,6 @@ from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 from torch.utils.data import Dataset
-from torchvision.transforms.v2 import functional as F
 
 from data import batch_transforms, folder_layout, photo_cache, photos
 from data.resident import ResidentLoader
@@ -206,14 +205,18 @@ class ImageFolderDataModule(VisionDataModule):
         mean, std = (torch.tensor(v, device=device) for v in (self.mean, self.std))
         policy = photos.policy(self.auto_augment)
 
-        def transform(batch: Tensor, generator: torch.Generator) -> Tensor:
-            if not train:
-                return batch_transforms.normalize(F.center_crop(batch, self.image_size), mean, std)
+        def transform(images: Tensor, batch: Tensor, generator: torch.Generator) -> Tensor:
+            if not train:  # only the centre crops are copied
+                top, left = (round((side - self.image_size) / 2) for side in images.shape[-2:])  # as v2's
+                rows, columns = slice(top, top + self.image_size), slice(left, left + self.image_size)
+                return batch_transforms.normalize(images[batch, :, rows, columns], mean, std)
             size, scale = self.image_size, self.crop_scale
-            batch = batch_transforms.random_resized_crop(batch, size, scale, generator, self.flip)
-            if policy:
-                batch = batch_transforms.each(batch, policy[0], generator)
-            return batch_transforms.normalize(batch, mean, std)
+            if not policy:  # floats written as each crop is made
+                return batch_transforms.random_resized_crop(
+                    images, size, scale, generator, self.flip, batch, (mean, std)
+                )
+            crops = batch_transforms.random_resized_crop(images, size, scale, generator, self.flip, batch)
+            return batch_transforms.normalize(batch_transforms.each(crops, policy[0], generator), mean, std)
 
         return ResidentLoader(images, labels, self.batch_size, self.sampler(dataset, train), transform)
 

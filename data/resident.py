@@ -7,11 +7,12 @@ import torch
 from torch import Tensor
 from torch.utils.data import DistributedSampler
 
-BatchTransform = Callable[[Tensor, torch.Generator], Tensor]
+# (all the images, the batch's indices among them, a random generator) to the float batch the model takes.
+BatchTransform = Callable[[Tensor, Tensor, torch.Generator], Tensor]
 
 
 class ResidentLoader:
-    """Batches cut from uint8 tensors already on the device, transformed a whole batch at a time.
+    """Batches of uint8 images already on the device, transformed a whole batch at a time.
 
     The order comes from ``sampler``, a ``DistributedSampler``: the same shards, padding and
     per-epoch reshuffle (Lightning calls its ``set_epoch``) as a DataLoader with that sampler.
@@ -21,7 +22,8 @@ class ResidentLoader:
         labels: (N,) int64, on the same device.
         batch_size: samples per batch.
         sampler: yields the sample indices of this rank's epoch.
-        transform: uint8 batch and a random generator to the float batch the model takes.
+        transform: the images, the batch's indices and a random generator to the float batch
+            the model takes (cutting the batch out is the transform's: a crop reads only its box).
     """
 
     batch_sampler = None  # Lightning looks for a DataLoader's attributes: batches come from `sampler`
@@ -55,7 +57,7 @@ class ResidentLoader:
             seed = hash((s.seed, s.epoch, s.rank, i)) & (2**63 - 1)
             generator = torch.Generator(device).manual_seed(seed)
             self.served = i + 1
-            yield self.transform(self.images[batch], generator), self.labels[batch]
+            yield self.transform(self.images, batch, generator), self.labels[batch]
 
     def state_dict(self) -> dict[str, int]:
         """Where this epoch stands; Lightning stores it in checkpoints for a mid-epoch resume."""

@@ -66,8 +66,8 @@ class TorchvisionDataModule(VisionDataModule):
         labels = torch.as_tensor(dataset.dataset.targets)[indices]
         mean, std = (torch.tensor(v, device=device) for v in (self.mean, self.std))
 
-        def transform(batch: Tensor, generator: torch.Generator) -> Tensor:
-            return normalize(self.augment(batch, generator) if train else batch, mean, std)
+        def transform(images: Tensor, batch: Tensor, generator: torch.Generator) -> Tensor:
+            return normalize(self.augment(images[batch], generator) if train else images[batch], mean, std)
 
         return ResidentLoader(
             images[indices].contiguous().to(device),

@@ -12,7 +12,7 @@ from PIL import Image
 from torchvision.transforms import RandomResizedCrop
 
 from data import ImageFolderDataModule
-from data.batch_transforms import crop_boxes, random_resized_crop
+from data.batch_transforms import crop_boxes, normalize, random_resized_crop
 from data.photo_cache import decode_square
 from data.photos import IMAGENET_MEAN, IMAGENET_STD, read_photo
 
@@ -143,6 +143,25 @@ def test_the_batch_crop_draws_a_box_per_image_repeatably_and_mirrors_about_half(
     flipped = random_resized_crop(columns, 16, (0.08, 1.0), torch.Generator().manual_seed(1), flip=True)
     mirrored = int((flipped[:, 0, 0, 0] > flipped[:, 0, 0, -1]).sum())  # columns run right to left
     assert 8 <= mirrored <= 24 and (crops[0][:, 0, 0, 0] < crops[0][:, 0, 0, -1]).all()
+
+
+def test_the_training_crop_reads_its_picks_in_place_and_standardizes_as_normalize_does():
+    images = torch.randint(0, 256, (12, 3, 40, 40), dtype=torch.uint8).contiguous(
+        memory_format=torch.channels_last
+    )
+    picks, mean, std = torch.tensor([7, 2, 2, 11, 0]), torch.tensor(IMAGENET_MEAN), torch.tensor(IMAGENET_STD)
+
+    def crops(source: torch.Tensor, **kwargs) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(3)
+        return random_resized_crop(source, 24, (0.08, 1.0), generator, flip=True, **kwargs)
+
+    uint8 = crops(images[picks])
+    assert torch.equal(crops(images, picks=picks), uint8)
+    floats = crops(images, picks=picks, standardize=(mean, std))
+    assert floats.dtype == torch.float32 and floats.is_contiguous()
+    assert torch.equal(floats, normalize(uint8, mean, std))
+    expected = (uint8 / 255 - mean.view(1, 3, 1, 1)) / std.view(1, 3, 1, 1)  # ToDtype, then Normalize
+    assert torch.allclose(floats, expected, atol=1e-5)
 
 
 def test_crop_boxes_follow_torchvisions_rules():

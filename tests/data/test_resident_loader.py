@@ -16,7 +16,7 @@ def epoch(n: int, world: int, rank: int, batch: int, epoch_number: int = 0) -> l
     images = torch.zeros(n, 1, 2, 2, dtype=torch.uint8)
     sampler = DistributedSampler(range(n), world, rank, shuffle=True, seed=7)
     sampler.set_epoch(epoch_number)
-    loader = ResidentLoader(images, labels, batch, sampler, lambda x, g: x.float())
+    loader = ResidentLoader(images, labels, batch, sampler, lambda x, i, g: x[i].float())
     batches = [y for _, y in loader]
     assert len(batches) == len(loader)
     return batches
