@@ -12,6 +12,7 @@ from PIL import Image
 from torchvision.transforms import RandomResizedCrop
 
 from data import ImageFolderDataModule
+from data import photos as photo_files
 from data.batch_transforms import crop_boxes, normalize, random_resized_crop
 from data.photo_cache import decode_square
 from data.photos import IMAGENET_MEAN, IMAGENET_STD, read_photo
@@ -58,6 +59,28 @@ def test_a_sideways_camera_photo_is_turned_upright_by_its_exif_orientation(grey,
     assert (image[:, :14] > 240).all() and (image[:, 18:] < 15).all()
     square = decode_square(str(tmp_path / "phone.jpg"), 16, grey)  # the resident copy's decoding too
     assert (square[:, :6] > 240).all() and (square[:, 10:] < 15).all()
+
+
+def test_jpegs_decode_to_the_same_pixels_through_torchcodec_and_pil(tmp_path, monkeypatch):
+    # A photo's worth of texture, in colour and grey, read in colour and in grey (a colour JPEG's
+    # luma channel alone: by both decoders, not PIL's colour-to-grey formula).
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, (48, 64, 3), dtype=np.uint8).repeat(2, 0).repeat(2, 1)
+    Image.fromarray(pixels).save(tmp_path / "rgb.jpg", quality=90)
+    Image.fromarray(pixels).convert("L").save(tmp_path / "grey.jpg", quality=90)
+    reads = [(name, grey) for name in ("rgb.jpg", "grey.jpg") for grey in (False, True)]
+    torchcodec, calls = photo_files.jpeg_decoder(), []
+    assert torchcodec is not None  # a dependency: it decodes these
+    monkeypatch.setattr(
+        photo_files, "jpeg_decoder", lambda: lambda *a, **k: calls.append(a) or torchcodec(*a, **k)
+    )
+    decoded = {(name, grey): read_photo(tmp_path / name, 64, grey) for name, grey in reads}
+    assert len(calls) == len(reads)
+    monkeypatch.setattr(photo_files, "jpeg_decoder", lambda: None)  # where torchcodec does not load
+    for name, grey in reads:
+        assert torch.equal(read_photo(tmp_path / name, 64, grey), decoded[name, grey])
+    with Image.open(tmp_path / "rgb.jpg") as reference:  # and PIL's plain RGB decoding
+        assert torch.equal(decoded["rgb.jpg", False], torch.from_numpy(np.array(reference)).permute(2, 0, 1))
 
 
 def test_grey_rgba_palette_and_small_photos_are_converted_other_files_skipped(photos, caplog):
