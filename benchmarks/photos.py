@@ -5,11 +5,13 @@ sample photos; written once to a temporary folder) is read at 224 px and 64 px b
 with the same threads and workers:
 
 - a: torchvision's reference: ``ImageFolder`` + PIL ``RandomResizedCrop``, flip, ``ToTensor``, ``Normalize``;
-- b: ``ImageFolderDataModule --data.loader torch``: uint8 decoding (JPEG DCT scaling), v2 on tensors;
+- b: ``ImageFolderDataModule --data.loader torch``: uint8 decoding (torchcodec, or PIL's DCT
+  scaling), v2 on tensors, uint8 batches normalized after the transfer, as Lightning runs it;
 - c: ``ImageFolderDataModule --data.loader resident``: the folder decoded once (not timed here: the
   ``decode`` column), each image of a batch cropped and flipped on uint8.
 
-Each loader runs ``--epochs`` epochs; img/s is the last epoch's (workers started, caches warm).
+Each loader runs ``--epochs`` epochs; img/s is the last epoch's (workers started, caches warm), the
+median of ``--rounds`` rounds (a shared machine's speed drifts between runs: the ratios hold better).
 ``--device cuda`` delivers the batches to the GPU (a and b through pinned memory, c resident there);
 ``--train`` also times torchvision's ResNet-18 training on each pipeline's batches. Needs the
 ``bench`` extra (scikit-image) for the photos.
@@ -19,6 +21,7 @@ import argparse
 import logging
 import os
 import platform
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -73,8 +76,9 @@ def reference(root: Path, size: int, batch: int, workers: int, device: torch.dev
 
 def ours(
     root: Path, size: int, batch: int, workers: int, loader: str, device: torch.device
-) -> tuple[object, float]:
-    """Our train loader, and the seconds its preparation (the resident copy's decoding) took."""
+) -> tuple[object, Callable, float]:
+    """Our train loader, what Lightning does with its batches on the device (the DataModule's
+    ``on_after_batch_transfer``), and the seconds its preparation (the resident copy's decoding) took."""
     dm = ImageFolderDataModule(
         str(root), size, batch_size=batch, num_workers=workers, val_size=1, loader=loader
     )
@@ -86,7 +90,7 @@ def ours(
     train = dm.train_dataloader()
     if loader == "resident":
         dm.decoded(dm.train_set.dataset)
-    return train, time.perf_counter() - start
+    return train, dm.on_after_batch_transfer, time.perf_counter() - start
 
 
 def resnet18_step(device: torch.device) -> Callable[[Tensor, Tensor], None]:
@@ -104,15 +108,19 @@ def resnet18_step(device: torch.device) -> Callable[[Tensor, Tensor], None]:
     return step
 
 
-def images_per_second(loader, epochs: int, device: torch.device, step: Callable | None = None) -> float:
+def images_per_second(
+    loader, epochs: int, device: torch.device, step: Callable | None = None, on_device: Callable | None = None
+) -> float:
     """The last epoch's images per second: every batch taken to the float tensor on ``device`` a
-    step would get, and given to ``step`` if there is one."""
+    step would get (by ``on_device`` once there, if given), and given to ``step`` if there is one."""
     for epoch in range(epochs):
         if hasattr(loader.sampler, "set_epoch"):
             loader.sampler.set_epoch(epoch)
         start, seen = now(device), 0
         for images, labels in loader:
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+            if on_device is not None:
+                images, labels = on_device((images, labels), 0)
             if step is not None:
                 step(images, labels)
             seen += len(images)
@@ -120,22 +128,24 @@ def images_per_second(loader, epochs: int, device: torch.device, step: Callable 
 
 
 def pipelines(root: Path, size: int, args: argparse.Namespace) -> dict[str, float]:
-    """img/s of a, b, c at ``size`` (with ``--train``, also of ResNet-18 trained on each); c's decoding."""
+    """img/s of a, b, c at ``size`` (with ``--train``, also of ResNet-18 trained on each), each the
+    median of ``--rounds`` rounds that run a, b, c in turn; c's first decoding."""
     device = torch.device(args.device)
-    figures = {}
-    for train in [False, True] if args.train else [False]:
-        step = resnet18_step(device) if train else None
-        suffix = " train" if train else ""
-        batches = args.batch_size, args.workers
-        figures["a" + suffix] = images_per_second(
-            reference(root, size, *batches, device), args.epochs, device, step
-        )
-        b = ours(root, size, *batches, "torch", device)[0]
-        figures["b" + suffix] = images_per_second(b, args.epochs, device, step)
-        c, decode = ours(root, size, *batches, "resident", device)
-        figures.setdefault("decode", decode)  # the first time: later ones read the cached copy
-        figures["c" + suffix] = images_per_second(c, args.epochs, device, step)
-    return figures
+    runs: dict[str, list[float]] = {}
+    for _ in range(args.rounds):
+        for train in [False, True] if args.train else [False]:
+            step = resnet18_step(device) if train else None
+            suffix = " train" if train else ""
+            batches = args.batch_size, args.workers
+            a = images_per_second(reference(root, size, *batches, device), args.epochs, device, step)
+            b, on_device, _ = ours(root, size, *batches, "torch", device)
+            b = images_per_second(b, args.epochs, device, step, on_device)
+            c, on_device, decode = ours(root, size, *batches, "resident", device)
+            runs.setdefault("decode", [decode])  # the first time: later ones read the cached copy
+            c = images_per_second(c, args.epochs, device, step, on_device)
+            for name, figure in zip("abc", (a, b, c), strict=True):
+                runs.setdefault(name + suffix, []).append(figure)
+    return {name: statistics.median(figures) for name, figures in runs.items()}
 
 
 def main() -> None:
@@ -145,6 +155,7 @@ def main() -> None:
         "--photo-size", default="500x375", help="WIDTHxHEIGHT of the JPEGs (4032x3024: a phone's)"
     )
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1, help="a, b, c run in turn; medians reported")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2, help="DataLoader workers of a and b")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of every pipeline")
@@ -166,7 +177,8 @@ def main() -> None:
             f"{args.images} JPEGs {width}x{height} q90, batch {args.batch_size}, "
             f"{args.workers} workers (a, b), "
             f"{args.threads} torch threads, {cores} cores, {platform.processor() or platform.machine()}"
-            f"{gpu}, batches on {args.device}, torch {torch.__version__}\n"
+            f"{gpu}, batches on {args.device}, torch {torch.__version__}, "
+            f"medians of {args.rounds} round(s) of {args.epochs} epochs\n"
         )
         columns = ["size", "a: torchvision reference", "b: ours, decoded per epoch", "c: ours, resident"]
         columns += ["decode once (c)", "b/a", "c/a"]

@@ -127,10 +127,6 @@ def eval_size(size: int, crop_ratio: float) -> int:
     return round(size / crop_ratio)
 
 
-def normalize(mean: tuple[float, ...], std: tuple[float, ...]) -> v2.Transform:
-    return v2.Compose([v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std)])
-
-
 def policy(name: AutoAugment) -> list[v2.Transform]:
     """torchvision's automatic augmentation policy ``name``, on uint8 images; [] for none."""
     policies = {"trivialaugment": v2.TrivialAugmentWide, "randaugment": v2.RandAugment}
@@ -138,21 +134,13 @@ def policy(name: AutoAugment) -> list[v2.Transform]:
     return [] if name == "none" else [policies[name]()]
 
 
-def train_transform(
-    size: int,
-    scale: tuple[float, float],
-    flip: bool,
-    auto_augment: AutoAugment,
-    mean: tuple[float, ...],
-    std: tuple[float, ...],
-) -> Callable:
-    """uint8 image to the training tensor: random-resized crop, flip, policy, normalization."""
+def train_transform(size: int, scale: tuple[float, float], flip: bool, auto_augment: AutoAugment) -> Callable:
+    """uint8 image to the uint8 training crop: random-resized crop, flip, policy."""
     steps = [v2.RandomResizedCrop(size, scale=scale, antialias=True)]
     steps += [v2.RandomHorizontalFlip()] if flip else []
-    return v2.Compose([*steps, *policy(auto_augment), normalize(mean, std)])
+    return v2.Compose([*steps, *policy(auto_augment)])
 
 
-def eval_transform(size: int, crop_ratio: float, mean: tuple[float, ...], std: tuple[float, ...]) -> Callable:
-    """uint8 image to the evaluation tensor: short side to ``size / crop_ratio``, centre crop."""
-    resize = v2.Resize(eval_size(size, crop_ratio), antialias=True)
-    return v2.Compose([resize, v2.CenterCrop(size), normalize(mean, std)])
+def eval_transform(size: int, crop_ratio: float) -> Callable:
+    """uint8 image to the uint8 evaluation crop: short side to ``size / crop_ratio``, centre crop."""
+    return v2.Compose([v2.Resize(eval_size(size, crop_ratio), antialias=True), v2.CenterCrop(size)])

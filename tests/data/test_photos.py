@@ -36,9 +36,11 @@ def test_evaluation_keeps_the_aspect_and_takes_the_centre(tmp_path):
     Image.fromarray(pixels).save(tmp_path / "wide.png")
     image = read_photo(tmp_path / "wide.png")
     dm = ImageFolderDataModule(str(tmp_path), image_size=28)
-    crop = dm.eval_transform()(image)
-    assert crop.shape == (3, 28, 28)
-    rgb = crop * torch.tensor(IMAGENET_STD).view(3, 1, 1) + torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
+    crop = dm.eval_transform()(image)  # uint8: normalized once the batch is on the device
+    assert crop.shape == (3, 28, 28) and crop.dtype == torch.uint8
+    assert torch.equal(crop, torch.tensor([0, 255, 0], dtype=torch.uint8).view(3, 1, 1).expand(3, 28, 28))
+    batch, _ = dm.on_after_batch_transfer((crop[None], torch.tensor([0])), 0)
+    rgb = batch[0] * torch.tensor(IMAGENET_STD).view(3, 1, 1) + torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
     assert torch.allclose(rgb, torch.tensor([0.0, 1.0, 0.0]).view(3, 1, 1).expand(3, 28, 28), atol=1e-5)
     # The resident copy is the centred square of the short side (32), which holds that crop.
     square = decode_square(str(tmp_path / "wide.png"), 32, grey=False)
@@ -109,7 +111,9 @@ def test_both_loaders_draw_the_same_samples_and_evaluate_alike(photos):
             batches.append([labels for _, labels in loader])
         assert all(torch.equal(a, b) for a, b in zip(*batches, strict=True))
     # Validation: the same centre crops, up to a pixel of rounding where the two crops compose.
-    for (xa, ya), (xb, yb) in zip(resident.val_dataloader(), classic.val_dataloader(), strict=True):
+    for (xa, ya), batch in zip(resident.val_dataloader(), classic.val_dataloader(), strict=True):
+        assert xa.dtype == torch.float32 and batch[0].dtype == torch.uint8  # normalized after the transfer
+        xb, yb = classic.on_after_batch_transfer(batch, 0)
         assert torch.equal(ya, yb) and (xa - xb).abs().mean() < 0.05
 
 
