@@ -4,7 +4,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt
@@ -241,16 +241,15 @@ class ImageFolderDataModule(VisionDataModule):
     def train_transform(self) -> Callable:
         return photos.train_transform(self.image_size, self.crop_scale, self.flip, self.auto_augment)
 
-    def on_after_batch_transfer(
-        self, batch: tuple[Tensor, Tensor], dataloader_idx: int
-    ) -> tuple[Tensor, Tensor]:
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         """Normalize a DataLoader's uint8 batch where it now is, on the training device.
 
         Its workers send uint8 crops: a quarter of the bytes through shared memory and to the GPU,
-        and 1.2x the images a second at 224 px (2 CPU cores). Resident batches come normalized.
+        and 1.2x the images a second at 224 px (2 CPU cores).
         """
-        images, labels = batch
-        if images.dtype != torch.uint8:
+        # Resident batches come normalized; Lightning also passes the model summary's example input.
+        if not isinstance(batch, tuple | list) or batch[0].dtype != torch.uint8:
             return batch
+        images, labels = batch
         mean, std = (torch.tensor(v, device=images.device) for v in (self.mean, self.std))
         return batch_transforms.normalize(images, mean, std), labels
