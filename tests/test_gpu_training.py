@@ -8,7 +8,7 @@ from helpers.cli import check, logged, run_folder, run_process
 from lightning import Trainer
 
 from data import MNISTDataModule
-from data.batch_transforms import random_resized_crop, resize
+from data.batch_transforms import normalize, random_resized_crop, resize
 
 pytestmark = [
     pytest.mark.gpu,
@@ -106,3 +106,12 @@ def test_the_photo_crop_on_the_gpu_matches_the_cpus_uint8_resize():
         images.cuda(), 64, (0.08, 1.0), torch.Generator("cuda").manual_seed(0), flip=True
     )
     assert batch.is_cuda and batch.shape == (8, 3, 64, 64)
+    # Picked images, standardized: the batch's uint8 crops normalized at once on the GPU.
+    picks, mean, std = torch.tensor([5, 1, 1]).cuda(), torch.rand(3).cuda(), torch.rand(3).cuda() + 0.1
+    floats = random_resized_crop(
+        images.cuda(), 64, (0.08, 1.0), torch.Generator("cuda").manual_seed(0), True, picks, (mean, std)
+    )
+    crops = random_resized_crop(
+        images.cuda()[picks], 64, (0.08, 1.0), torch.Generator("cuda").manual_seed(0), True
+    )
+    assert floats.dtype == torch.float32 and torch.equal(floats, normalize(crops, mean, std))
