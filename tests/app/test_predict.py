@@ -48,9 +48,8 @@ def probabilities(ckpt: Path, data: VisionDataModule) -> torch.Tensor:
     model.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"])
     data.setup("predict")
     images = torch.stack([data.predict_set[i][0] for i in range(len(data.predict_set))])
-    images, _ = data.on_after_batch_transfer(
-        (images, None), 0
-    )  # as Lightning runs it: photos normalized there
+    # As Lightning runs it: a photo folder's uint8 batches are normalized there.
+    images, _ = data.on_after_batch_transfer((images, None), 0)
     with torch.no_grad():
         return model.eval()(images).softmax(dim=1)
 

@@ -153,9 +153,8 @@ def test_both_loaders_train_to_the_same_accuracy(photos, tmp_path):
             "--data.val_size=12",
         ]
         data = ["--data=ImageFolderDataModule", "--data.batch_size=8", "--trainer.max_epochs=3"]
-        data += [
-            "--trainer.enable_model_summary=true"
-        ]  # as a user runs it: its example input goes through the data hooks
+        # The summary on, as users run it: its example input goes through the DataModule's hooks.
+        data += ["--trainer.enable_model_summary=true"]
         check(run_app("fit", *data, *args, "--model.net=FastCNN", "--model.lr=0.05", cwd=tmp_path / loader))
         accuracy[loader] = logged(run_folder(tmp_path / loader))["test/acc"][-1]
     assert accuracy["resident"] >= 0.9 and accuracy["torch"] >= 0.9, accuracy
