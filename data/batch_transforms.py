@@ -1,11 +1,18 @@
 """Transforms of whole uint8 batches (N, C, H, W) on their device, each image drawing its own randomness."""
 
+import functools
 import math
 from collections.abc import Callable
 
 import torch
 from torch import Tensor
 from torch.nn.functional import interpolate
+
+
+@functools.lru_cache(maxsize=32)
+def per_channel(values: tuple[float, ...], device: torch.device) -> Tensor:
+    """``values`` as a tensor on ``device``, made once: a copy to a GPU each batch would wait for it."""
+    return torch.tensor(values, device=device)
 
 
 def normalize(images: Tensor, mean: Tensor, std: Tensor) -> Tensor:

@@ -202,7 +202,7 @@ class ImageFolderDataModule(VisionDataModule):
         # Channels last: each crop is then a block of whole pixels, which torch's uint8 resize reads fastest.
         images = self.decoded(dataset.dataset)[indices].to(device, memory_format=torch.channels_last)
         labels = torch.as_tensor(dataset.dataset.targets)[indices].to(device)
-        mean, std = (torch.tensor(v, device=device) for v in (self.mean, self.std))
+        mean, std = (batch_transforms.per_channel(v, device) for v in (self.mean, self.std))
         policy = photos.policy(self.auto_augment)
 
         def transform(images: Tensor, batch: Tensor, generator: torch.Generator) -> Tensor:
@@ -251,5 +251,5 @@ class ImageFolderDataModule(VisionDataModule):
         if not isinstance(batch, tuple | list) or batch[0].dtype != torch.uint8:
             return batch
         images, labels = batch
-        mean, std = (torch.tensor(v, device=images.device) for v in (self.mean, self.std))
+        mean, std = (batch_transforms.per_channel(v, images.device) for v in (self.mean, self.std))
         return batch_transforms.normalize(images, mean, std), labels

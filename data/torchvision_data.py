@@ -10,7 +10,7 @@ from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from data.batch_transforms import normalize
+from data.batch_transforms import normalize, per_channel
 from data.resident import ResidentLoader
 from data.vision import DataError, DatasetNotFoundError, TransformedSubset, VisionDataModule
 
@@ -64,7 +64,7 @@ class TorchvisionDataModule(VisionDataModule):
         images = data.unsqueeze(1) if data.ndim == 3 else data.permute(0, 3, 1, 2)
         indices = torch.as_tensor(dataset.indices)
         labels = torch.as_tensor(dataset.dataset.targets)[indices]
-        mean, std = (torch.tensor(v, device=device) for v in (self.mean, self.std))
+        mean, std = (per_channel(v, device) for v in (self.mean, self.std))
 
         def transform(images: Tensor, batch: Tensor, generator: torch.Generator) -> Tensor:
             return normalize(self.augment(images[batch], generator) if train else images[batch], mean, std)
