@@ -50,28 +50,34 @@ def crop_boxes(
 ) -> list[list[int]]:
     """``n`` boxes (top, left, height, width) drawn as torchvision's ``RandomResizedCrop.get_params``
     draws one: area ``scale`` of the image, aspect 3/4 to 4/3, the first of ``tries`` draws that fits,
-    else the centre of the whole image. Drawn for the batch at once: get_params would take a call
-    and a global generator per image."""
-    ratio = (3 / 4, 4 / 3)
-    device = generator.device
-    area = torch.empty(n, tries, device=device).uniform_(*scale, generator=generator) * (height * width)
-    log_ratio = torch.empty(n, tries, device=device).uniform_(*map(math.log, ratio), generator=generator)
-    w, h = (area * log_ratio.exp()).sqrt().round(), (area / log_ratio.exp()).sqrt().round()
-    fits = (w > 0) & (w <= width) & (h > 0) & (h <= height)
-    first = fits.float().argmax(1, keepdim=True)  # the first box that fits
-    w, h = w.gather(1, first).squeeze(1), h.gather(1, first).squeeze(1)
-    if width / height < ratio[0]:  # the whole image, its aspect brought within the ratios
-        whole = width, round(width / ratio[0])
-    elif width / height > ratio[1]:
-        whole = round(height * ratio[1]), height
+    else the centre of the whole image. The batch's numbers come from one call (get_params takes
+    a call and the global generator per image; a tensor op per step cost 0.5 ms a batch of 32)."""
+    low, high = math.log(3 / 4), math.log(4 / 3)
+    draws = torch.rand(n, tries + 1, 2, device=generator.device, generator=generator).tolist()
+    boxes = []
+    for image in draws:
+        for u, v in image[:tries]:
+            area = height * width * (scale[0] + u * (scale[1] - scale[0]))
+            aspect = math.exp(low + v * (high - low))
+            w, h = round(math.sqrt(area * aspect)), round(math.sqrt(area / aspect))
+            if 0 < w <= width and 0 < h <= height:
+                u, v = image[tries]  # the box's place, uniform over the positions where it fits
+                boxes.append([math.floor(u * (height - h + 1)), math.floor(v * (width - w + 1)), h, w])
+                break
+        else:
+            boxes.append(whole_centre(height, width))
+    return boxes
+
+
+def whole_centre(height: int, width: int) -> list[int]:
+    """The box get_params falls back to: the whole image, its aspect brought within 3/4 to 4/3, centred."""
+    if width / height < 3 / 4:
+        w, h = width, round(width * 4 / 3)
+    elif width / height > 4 / 3:
+        w, h = round(height * 4 / 3), height
     else:
-        whole = width, height
-    missed = ~fits.any(1)
-    w, h = w.masked_fill(missed, whole[0]), h.masked_fill(missed, whole[1])
-    u = torch.rand(2, n, device=device, generator=generator)
-    top = torch.where(missed, (height - h) // 2, (u[0] * (height - h + 1)).floor())
-    left = torch.where(missed, (width - w) // 2, (u[1] * (width - w + 1)).floor())
-    return torch.stack([top, left, h, w], 1).long().tolist()
+        w, h = width, height
+    return [(height - h) // 2, (width - w) // 2, h, w]
 
 
 def resize(image: Tensor, size: int) -> Tensor:
