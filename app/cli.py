@@ -150,8 +150,14 @@ class CLI(LightningCLI):
             raise UsageError(str(err)) from err
 
     def before_fit(self) -> None:
-        if self.config.fit.test_after_fit:
-            # Read the test split now, so that a missing or mismatched one stops fit before training.
+        self.test_after_fit = self.config.fit.test_after_fit
+        if self.test_after_fit and not provided(self.datamodule, "has_test_split", True):
+            self.test_after_fit = False
+            rank_zero_info(
+                f"fit: {type(self.datamodule).__name__} has no test split: fit ends without a test"
+            )
+        if self.test_after_fit:
+            # Read the test split now, so that a mismatched one stops fit before training.
             self.datamodule.setup("test")
         # Settle the loggers' folders in this process: under ddp_spawn each launch (fit, then test)
         # would otherwise pick its own.
@@ -173,7 +179,7 @@ class CLI(LightningCLI):
         best = self.trainer.checkpoint_callback
         if best is not None and best.best_model_score is not None:
             summary.append(f"best {best.monitor} {best.best_model_score:.4f}")
-        if self.config.fit.test_after_fit and not self.trainer.interrupted:
+        if self.test_after_fit and not self.trainer.interrupted:
             ckpt = best.best_model_path if best is not None and best.best_model_path else "last"
             results = self.trainer.test(
                 self.model, datamodule=self.datamodule, ckpt_path=ckpt, weights_only=False

@@ -20,6 +20,7 @@ class ClassificationData(Protocol):
     std: Sequence[float]
     class_names: Sequence[str]  # by label: pictures and predictions.csv
     predict_id_name: str  # the first column of predictions.csv ("index", "file")
+    has_test_split: bool  # False: fit ends without its test (an image folder without test/)
 
     def predict_id(self, index: int) -> int | str:
         """What names sample ``index`` of the predict set in predictions.csv."""

@@ -155,8 +155,13 @@ class ImageFolderDataModule(VisionDataModule):
         )
         return fits
 
+    @property
+    def has_test_split(self) -> bool:
+        """Whether ``ROOT/test`` exists: it is optional (then fit ends without a test)."""
+        return Path(self.root, "test").is_dir()
+
     def splits(self) -> list[str]:
-        return ["train"] + (["test"] if Path(self.root, "test").is_dir() else [])
+        return ["train"] + (["test"] if self.has_test_split else [])
 
     def prepare_data(self) -> None:
         # Lightning runs this on one process per node, the others waiting: the decoded copies are
