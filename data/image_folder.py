@@ -14,7 +14,7 @@ from torch.utils.data import Dataset
 
 from data import batch_transforms, folder_layout, photo_cache, photos
 from data.resident import ResidentLoader
-from data.vision import DataError, TransformedSubset, VisionDataModule
+from data.vision import DataError, DatasetNotFoundError, TransformedSubset, VisionDataModule
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +182,11 @@ class ImageFolderDataModule(VisionDataModule):
             files = photos.ImageFiles(Path(self.predict_dir), self.stored_side, self.in_channels == 1)
             self.predict_set = TransformedSubset(files, range(len(files)), self.eval_transform())
             return
+        if stage == "predict" and not self.has_test_split:
+            raise DatasetNotFoundError(
+                f"nothing to predict: pass --data.predict_dir FOLDER, the images to classify "
+                f"(without it, predict reads {Path(self.root, 'test')}, which does not exist)"
+            )
         super().setup(stage)
 
     def decoded(self, folder: photos.PhotoFolder) -> Tensor:

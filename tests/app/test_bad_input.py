@@ -256,7 +256,7 @@ def test_an_image_folder_test_split_is_checked_before_training(tmp_path):
 
 
 def test_an_image_folder_without_test_trains_and_says_fit_ends_untested(tmp_path):
-    """Many photo folders are only class folders: test/ is optional, and `test` alone needs it."""
+    """Many photo folders are only class folders: test/ is optional (`test` needs it, `predict` a folder)."""
     root = write_image_folder(tmp_path / "images")
     shutil.rmtree(root / "test")
     result = run_app("fit", *IMAGE_FOLDER_FIT, f"--data.root={root}", cwd=tmp_path)
@@ -267,6 +267,11 @@ def test_an_image_folder_without_test_trains_and_says_fit_ends_untested(tmp_path
     checkpoint = next(tmp_path.glob("runs/*/version_0/checkpoints/last.ckpt"))
     line = error_line(run_app("test", f"--ckpt_path={checkpoint}", cwd=tmp_path))
     assert line.startswith(f"error: no class folders in {root}/test: put your images in {root}/test/")
+    line = error_line(run_app("predict", f"--ckpt_path={checkpoint}", cwd=tmp_path))
+    assert line == (
+        "error: nothing to predict: pass --data.predict_dir FOLDER, the images to classify "
+        f"(without it, predict reads {root}/test, which does not exist)"
+    )
 
 
 def test_weights_to_start_from_that_cannot_serve_are_one_line(tmp_path):
