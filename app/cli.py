@@ -106,7 +106,10 @@ class CLI(LightningCLI):
             # What a link's compute_fn raised (num_classes, read from the data) comes wrapped by jsonargparse.
             if isinstance(err.__cause__, USER_ERRORS):
                 raise err.__cause__ from None
-            # An argument a class rejects (ResNet depth 10): the user's to fix, not a bug.
+            # An argument a class rejects (ResNet depth 10): the user's to fix, not a bug. A class
+            # chosen by class_path has its message wrapped in one about union subtypes: show its own.
+            while isinstance(err.__cause__, ValueError):
+                err = err.__cause__
             raise UsageError(str(err)) from err
         except BaseException:
             folder.discard(self.run)

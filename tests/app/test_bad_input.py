@@ -224,6 +224,14 @@ REFUSED_LATER = [
     (["--model.net=FastCNN", "--model.net.width=0"], "--model.net.width must be an integer > 0, got 0"),
     (["--model.net=ResNet", "--model.net.width=-16"], "--model.net.width must be an integer > 0, got -16"),
     (["--data=ImageFolderDataModule", "--data.image_size=0"], "--data.image_size must be an integer > 0"),
+    (
+        ["--data=ImageFolderDataModule", "--data.crop_scale=[1.5, 2]"],
+        "--data.crop_scale must be two numbers 0 < low <= high <= 1, got [1.5, 2.0]",
+    ),
+    (
+        ["--data=ImageFolderDataModule", "--data.std=[0.5]"],
+        "--data.std needs 3 values (one a channel), got [0.5]",
+    ),
     (["--trainer.max_epochs=-5"], "`max_epochs` must be a non-negative integer or -1"),
     (["--trainer.max_steps=-5"], "`max_steps` must be a non-negative integer or -1"),
     (["--trainer.num_nodes=0"], "`num_nodes` must be a positive integer, but got 0"),
