@@ -157,9 +157,10 @@ def out_of_type(message: str) -> str | None:
         return None
     if block[0].startswith("Does not validate against any of the Union subtypes"):
         listed = next((line for line in block if line.startswith("Subtypes: ")), "")
-        if not re.fullmatch(r"Subtypes: \[<class '[\w.]+'>(, <class '[\w.]+'>)*\]", listed):
+        subtype = r"<class '([\w.]+)'>|typing\.Literal\[([^\]]*)\]"  # a class, or fixed values
+        if not re.fullmatch(rf"Subtypes: \[(?:(?:{subtype})(?:, |\]$))+", listed):
             return None
-        names = re.findall(r"<class '([\w.]+)'>", listed)
+        names = [name or f"Literal[{values}]" for name, values in re.findall(subtype, listed)]
     else:
         choices = re.fullmatch(r"Expected a typing\.Literal\[(.*)\]\. Got value: (.*)", block[0])
         if choices and len(block) == 1:
@@ -168,7 +169,7 @@ def out_of_type(message: str) -> str | None:
         if not match or len(block) > 1:
             return None
         names = [match[1] or match[2]]
-    allowed = [_allowed(name.rsplit(".", 1)[-1]) for name in names]
+    allowed = [_allowed(name if name.startswith("Literal[") else name.rsplit(".", 1)[-1]) for name in names]
     if None in allowed:
         return None
     given = "Given value: "
@@ -188,6 +189,8 @@ def _allowed(name: str) -> str | None:
     """What type ``name`` accepts, in words (``an integer > 0``); None if it is none we can say."""
     if name in PLAIN:
         return PLAIN[name]
+    if name.startswith("Literal["):  # Literal[1]: the value itself
+        return " or ".join(name.removeprefix("Literal[").removesuffix("]").split(", "))
     # jsonargparse's restricted_number_type keeps its comparisons as (operator, reference) pairs.
     found = [t for t in registered_types.values() if getattr(t, "__name__", None) == name]
     if len(found) != 1 or not hasattr(found[0], "_restrictions"):

@@ -225,6 +225,10 @@ REFUSED_LATER = [
     (["--model.net=ResNet", "--model.net.width=-16"], "--model.net.width must be an integer > 0, got -16"),
     (["--data=ImageFolderDataModule", "--data.image_size=0"], "--data.image_size must be an integer > 0"),
     (
+        ["--data=ImageFolderDataModule", "--data.crop_ratio=1.5"],
+        "--data.crop_ratio must be a number in (0, 1) or 1, got 1.5",
+    ),
+    (
         ["--data=ImageFolderDataModule", "--data.crop_scale=[1.5, 2]"],
         "--data.crop_scale must be two numbers 0 < low <= high <= 1, got [1.5, 2.0]",
     ),
