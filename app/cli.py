@@ -152,14 +152,17 @@ class CLI(LightningCLI):
             # Trainer flags this machine or launcher cannot honour: the user's to fix, not a bug.
             raise UsageError(str(err)) from err
 
+    @property
+    def tests_after_fit(self) -> bool:
+        """``--test_after_fit``, where the data has a test split (an image folder's test/ is optional)."""
+        return self.config.fit.test_after_fit and provided(self.datamodule, "has_test_split", True)
+
     def before_fit(self) -> None:
-        self.test_after_fit = self.config.fit.test_after_fit
-        if self.test_after_fit and not provided(self.datamodule, "has_test_split", True):
-            self.test_after_fit = False
+        if self.config.fit.test_after_fit and not self.tests_after_fit:
             rank_zero_info(
                 f"fit: {type(self.datamodule).__name__} has no test split: fit ends without a test"
             )
-        if self.test_after_fit:
+        if self.tests_after_fit:
             # Read the test split now, so that a mismatched one stops fit before training.
             self.datamodule.setup("test")
         # Settle the loggers' folders in this process: under ddp_spawn each launch (fit, then test)
@@ -182,7 +185,7 @@ class CLI(LightningCLI):
         best = self.trainer.checkpoint_callback
         if best is not None and best.best_model_score is not None:
             summary.append(f"best {best.monitor} {best.best_model_score:.4f}")
-        if self.test_after_fit and not self.trainer.interrupted:
+        if self.tests_after_fit and not self.trainer.interrupted:
             ckpt = best.best_model_path if best is not None and best.best_model_path else "last"
             results = self.trainer.test(
                 self.model, datamodule=self.datamodule, ckpt_path=ckpt, weights_only=False

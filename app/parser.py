@@ -160,7 +160,8 @@ def out_of_type(message: str) -> str | None:
         subtype = r"<class '([\w.]+)'>|typing\.Literal\[([^\]]*)\]"  # a class, or fixed values
         if not re.fullmatch(rf"Subtypes: \[(?:(?:{subtype})(?:, |\]$))+", listed):
             return None
-        names = [name or f"Literal[{values}]" for name, values in re.findall(subtype, listed)]
+        found = re.findall(subtype, listed)
+        names = [name.rsplit(".", 1)[-1] if name else f"Literal[{values}]" for name, values in found]
     else:
         choices = re.fullmatch(r"Expected a typing\.Literal\[(.*)\]\. Got value: (.*)", block[0])
         if choices and len(block) == 1:
@@ -168,8 +169,8 @@ def out_of_type(message: str) -> str | None:
         match = re.fullmatch(r"Not of type (\w+): .*|Expected a <class '([\w.]+)'>.*", block[0])
         if not match or len(block) > 1:
             return None
-        names = [match[1] or match[2]]
-    allowed = [_allowed(name if name.startswith("Literal[") else name.rsplit(".", 1)[-1]) for name in names]
+        names = [(match[1] or match[2]).rsplit(".", 1)[-1]]
+    allowed = [_allowed(name) for name in names]
     if None in allowed:
         return None
     given = "Given value: "
