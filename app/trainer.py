@@ -22,8 +22,8 @@ class Trainer(lightning.Trainer):
     outside it Lightning fails with a traceback mid-run, or trains wrongly without a word.
 
     Args:
-        collective_timeout: seconds a ddp/fsdp rank waits for the others before the job fails
-            (torch's default: 1800); applies to a strategy given by name.
+        collective_timeout: seconds a ddp/fsdp rank waits for the others, at start-up and in each
+            collective, before the job fails (torch's default: 1800); applies to a strategy given by name.
         sync_batchnorm: BatchNorm over the global batch; works on CPU (gloo) too, where Lightning's
             own refuses.
         accumulate_grad_batches: batches whose gradients add up before each optimizer step (>= 1).
