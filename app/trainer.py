@@ -1,14 +1,11 @@
 """The Trainer the CLI builds: Lightning's, with three additions that show in ``--print_config``."""
 
-import inspect
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 import lightning
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveInt
 from lightning import LightningDataModule, LightningModule
-from lightning.pytorch.strategies import StrategyRegistry
 
 from app import export
 from app.distributed.sync_batchnorm import SyncBatchNormPlugin
@@ -22,8 +19,9 @@ class Trainer(lightning.Trainer):
     outside it Lightning fails with a traceback mid-run, or trains wrongly without a word.
 
     Args:
-        collective_timeout: seconds a ddp/fsdp rank waits for the others, at start-up and in each
-            collective, before the job fails (torch's default: 1800); applies to a strategy given by name.
+        collective_timeout: seconds a rank waits for the others in a collective, from the first
+            training step on, before the job fails; applied by the ``CollectiveTimeout`` callback
+            (until that step, and without it: torch's 1800).
         sync_batchnorm: BatchNorm over the global batch; works on CPU (gloo) too, where Lightning's
             own refuses.
         accumulate_grad_batches: batches whose gradients add up before each optimizer step (>= 1).
@@ -55,7 +53,7 @@ class Trainer(lightning.Trainer):
         if sync_batchnorm:
             # Lightning's own layer sync is torch's SyncBatchNorm, which refuses CPU tensors.
             kwargs["plugins"] = [*_as_list(kwargs.get("plugins")), SyncBatchNormPlugin()]
-        kwargs["strategy"] = with_timeout(kwargs.get("strategy", "auto"), collective_timeout)
+        self.collective_timeout = collective_timeout
         super().__init__(
             *args,
             sync_batchnorm=sync_batchnorm,
@@ -108,13 +106,3 @@ class Trainer(lightning.Trainer):
 
 def _as_list(value: object) -> list:
     return [] if value is None else value if isinstance(value, list) else [value]
-
-
-def with_timeout(strategy: object, seconds: float) -> object:
-    """A strategy named by a string, built with a collective timeout when it takes one (ddp, fsdp)."""
-    if not isinstance(strategy, str) or strategy not in StrategyRegistry:
-        return strategy
-    entry = StrategyRegistry[strategy]
-    if "timeout" not in inspect.signature(entry["strategy"]).parameters:
-        return strategy
-    return entry["strategy"](**{**entry["init_params"], "timeout": timedelta(seconds=seconds)})

@@ -19,10 +19,16 @@ class Fault(Callback):
         folder: where the ``fault-rank{R}`` time stamp goes.
         rank: the global rank that fails.
         step: the global step at whose start it fails.
+        slow_start: seconds the rank sleeps in ``setup``, the others waiting for it in their next
+            collective, as behind a slow file system.
     """
 
-    def __init__(self, folder: str, rank: int = 1, step: int = 2) -> None:
-        self.folder, self.rank, self.step = Path(folder), rank, step
+    def __init__(self, folder: str, rank: int = 1, step: int = 2, slow_start: float = 0.0) -> None:
+        self.folder, self.rank, self.step, self.slow_start = Path(folder), rank, step, slow_start
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if trainer.global_rank == self.rank:
+            time.sleep(self.slow_start)
 
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx) -> None:
         if trainer.global_rank == self.rank and trainer.global_step == self.step:
