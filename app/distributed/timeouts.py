@@ -1,4 +1,4 @@
-"""A short collective timeout once training runs, torch's long one while a job starts."""
+"""A short collective timeout once training runs, a long one while a job starts."""
 
 from datetime import timedelta
 from typing import Any
@@ -10,7 +10,7 @@ from lightning import Callback, LightningModule, Trainer
 class CollectiveTimeout(Callback):
     """After the first training step, a rank waits ``--trainer.collective_timeout`` seconds for the others.
 
-    Until then the process group keeps the timeout it was made with (Lightning's and torch's: 1800 s),
+    Until then the process group keeps the timeout it was made with (Lightning's ddp and fsdp: 1800 s),
     which also bounds the start: every rank joining (Lightning starts rank 1 only once rank 0 runs;
     nodes start when their scheduler lets them) and the first step (compilation, cuDNN tuning).
     torchtitan separates the two timeouts the same way. Without this callback the long one stays.
