@@ -34,7 +34,6 @@ def test_the_fast_preset_reaches_91_percent(fashion_mnist, tmp_path):
         configs=FAST,
         shrink=False,
         cwd=tmp_path,
-        timeout=900,
     )
     check(result)
     test_acc = logged(run_folder(tmp_path))["test/acc"][-1]
