@@ -9,6 +9,7 @@ from lightning import LightningDataModule, LightningModule
 
 from app import export
 from app.distributed.sync_batchnorm import SyncBatchNormPlugin
+from app.runs import folder
 from data.contract import provided
 
 
@@ -85,7 +86,8 @@ class Trainer(lightning.Trainer):
             datamodule: gives the images' channels and size.
             ckpt_path: the checkpoint whose weights are exported; None exports the model as built.
             format: ``onnx`` (needs onnx and onnxscript: ``pip install ".[export]"``) or ``torchscript``.
-            output: the file to write; default ``model.onnx`` or ``model.pt`` in the run folder.
+            output: the file to write; default ``model.onnx`` or ``model.pt`` in the run folder
+                (``model-2.onnx``, ... where an earlier export wrote those).
             weights_only: load the checkpoint with torch's weights-only unpickler (None: Lightning's
                 choice).
 
@@ -93,7 +95,8 @@ class Trainer(lightning.Trainer):
             The path written.
         """
         export.check_exporter(format)
-        path = Path(output) if output else export.default_output(Path(self.default_root_dir), format)
+        default = export.default_output(Path(self.default_root_dir), format)
+        path = Path(output) if output else folder.unused(default)
         if ckpt_path is not None:
             checkpoint = self.strategy.load_checkpoint(ckpt_path, weights_only=weights_only)
             model.load_state_dict(checkpoint["state_dict"])

@@ -99,10 +99,12 @@ class ImageFolderDataModule(VisionDataModule):
         if self.in_channels == 1:  # the network sums its RGB kernels: one grey channel, averaged statistics
             mean, std = (sum(mean) / len(mean),), (sum(std) / len(std),)
         self.mean, self.std, self.crop_ratio = tuple(mean), tuple(std), crop_size / resize_size
-        advice = "" if crop_size == self.image_size else f"; --data.image_size {crop_size} matches them"
+        size = self.image_size
+        advice = f"; this run crops {size} px, they saw {crop_size} (--data.image_size {crop_size})"
         rank_zero_info(
             f"data: as the weights were trained: mean {self.mean}, std {self.std}, short side "
-            f"{resize_size} then centre crop {crop_size} (crop_ratio {self.crop_ratio:.3f}){advice}"
+            f"{resize_size} then centre crop {crop_size} (crop_ratio {self.crop_ratio:.3f})"
+            + ("" if crop_size == self.image_size else advice)
         )
 
     # Read at first use (the CLI links num_classes to the model), not in __init__: jsonargparse

@@ -1,5 +1,6 @@
 """Photos of any size and mode as uint8 tensors, and their train/eval transforms (aspect kept)."""
 
+import collections
 import functools
 import io
 from collections.abc import Callable
@@ -23,6 +24,9 @@ from data.vision import DataError, DatasetNotFoundError
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 AutoAugment = Literal["none", "trivialaugment", "randaugment", "autoaugment"]
+
+# torchvision's ImageFolder suffixes, and GIF, which PIL reads as well (its first frame).
+IMAGE_SUFFIXES = (*IMG_EXTENSIONS, ".gif")
 
 
 @functools.cache
@@ -74,8 +78,18 @@ def read_photo(path: str | Path, short_side: int | None = None, grey: bool = Fal
 
 
 def is_image(path: str | Path) -> bool:
-    """Whether ``path`` has one of the extensions torchvision's ``ImageFolder`` reads."""
-    return str(path).lower().endswith(IMG_EXTENSIONS)
+    """Whether ``path`` has one of the suffixes read as images (``IMAGE_SUFFIXES``, any case)."""
+    return str(path).lower().endswith(IMAGE_SUFFIXES)
+
+
+def skipped_line(folder: Path, names: list[str]) -> str:
+    """One line counting the files of ``folder`` that are not read as images, by kind."""
+    kinds = collections.Counter(Path(name).suffix.lower() or name for name in names)
+    counts = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
+    return (
+        f"{folder}: skipped {len(names)} file(s) that are not images ({counts}); "
+        f"images are {' '.join(IMAGE_SUFFIXES)}"
+    )
 
 
 class PhotoFolder(ImageFolder):
@@ -93,8 +107,7 @@ class PhotoFolder(ImageFolder):
         super().__init__(folder, loader=self.read, is_valid_file=valid)
         self.short_side, self.grey = short_side, grey
         if skipped:
-            shown = ", ".join(skipped[:3]) + (", ..." if len(skipped) > 3 else "")
-            rank_zero_info(f"{folder}: skipped {len(skipped)} file(s) that are not images ({shown})")
+            rank_zero_info(skipped_line(folder, skipped))
 
     def read(self, path: str) -> Tensor:
         return read_photo(path, self.short_side, self.grey)
@@ -107,10 +120,10 @@ class ImageFiles(Dataset):
     """
 
     def __init__(self, folder: Path, short_side: int | None = None, grey: bool = False) -> None:
-        files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMG_EXTENSIONS and p.is_file())
+        files = sorted(p for p in folder.rglob("*") if is_image(p) and p.is_file())
         if not files:
             raise DatasetNotFoundError(
-                f"no images ({', '.join(IMG_EXTENSIONS)}) in {folder}: pass the folder that holds them "
+                f"no images ({', '.join(IMAGE_SUFFIXES)}) in {folder}: pass the folder that holds them "
                 f"as --data.predict_dir"
             )
         self.samples = [(str(p), -1) for p in files]

@@ -1,4 +1,7 @@
-"""``predict`` writes ``predictions.csv`` in the run folder: one row per sample, in data set order."""
+"""``predict`` writes ``predictions.csv`` in the run folder: one row per sample, in data set order.
+
+A later ``predict`` of the same run writes ``predictions-2.csv``, ``-3``, ...: none replaces another's file.
+"""
 
 import csv
 import os
@@ -12,6 +15,7 @@ from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
+from app.runs import folder
 from data.contract import provided
 
 FILE_NAME = "predictions.csv"
@@ -62,7 +66,7 @@ class PredictionsWriter(BasePredictionWriter):
         if trainer.is_global_zero:
             # The checkpoint's class names: those the network learnt, even where the data is gone.
             names = (getattr(pl_module, "data_card", None) or {}).get("class_names")
-            path = Path(trainer.default_root_dir) / FILE_NAME
+            path = folder.unused(Path(trainer.default_root_dir) / FILE_NAME)
             write(path, sorted(rows), trainer.datamodule, names)
             rank_zero_info(f"done: {len(rows)} predictions in {path}")
 

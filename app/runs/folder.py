@@ -192,6 +192,13 @@ def unlock() -> None:
     _held.clear()
 
 
+def unused(path: Path) -> Path:
+    """``path``, or the first of ``NAME-2.EXT``, ``NAME-3.EXT``, ... that does not exist yet: what an
+    earlier command wrote into a run folder (predictions, an exported model) is never replaced."""
+    candidates = (path.with_name(f"{path.stem}-{k}{path.suffix}") for k in itertools.count(2))
+    return next(p for p in itertools.chain([path], candidates) if not p.exists())
+
+
 def discard(run: Run) -> None:
     """Remove ``run``'s folder if this command made it and nothing was saved in it."""
     if run.created and not checkpoints(run.folder):

@@ -34,6 +34,10 @@ def test_onnx_file_next_to_the_checkpoints_matches_pytorch(trained):
     check(run_app("export", f"--ckpt_path={ckpt}", cwd=cwd))
     path = ckpt.parent.parent / "model.onnx"
     assert sorted(p.name for p in path.parent.glob("model*")) == ["model.onnx"]  # weights inside
+    first = path.read_bytes()
+    check(run_app("export", f"--ckpt_path={ckpt}", cwd=cwd))  # a second export keeps the first file
+    assert sorted(p.name for p in path.parent.glob("model*")) == ["model-2.onnx", "model.onnx"]
+    assert path.read_bytes() == first
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     images = torch.randn(5, 1, 28, 28, generator=torch.Generator().manual_seed(0))  # exported with 2
     (logits,) = session.run(["logits"], {"images": images.numpy()})

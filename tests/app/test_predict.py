@@ -30,15 +30,20 @@ def fitted(cwd: Path, *args: str) -> Path:
 
 def predict(ckpt: Path, *args: str) -> list[dict[str, str]]:
     """Run ``predict`` on ``ckpt`` and read the predictions.csv it wrote in its run folder."""
+    (ckpt.parent.parent / "predictions.csv").unlink(missing_ok=True)
+    return predict_into(ckpt, "predictions.csv", *args)
+
+
+def predict_into(ckpt: Path, name: str, *args: str) -> list[dict[str, str]]:
+    """Run ``predict`` on ``ckpt`` and read the file ``name`` it must have written in its run folder."""
     run = ckpt.parent.parent
-    (run / "predictions.csv").unlink(missing_ok=True)
     run_cli = run_process if "--trainer.strategy=ddp" in args else run_app
     result = run_cli("predict", f"--ckpt_path={ckpt}", BATCH, *args, cwd=run.parent.parent.parent)
     check(result)
-    with open(run / "predictions.csv", newline="") as f:
+    with open(run / name, newline="") as f:
         rows = list(csv.DictReader(f))
     # The last line says where the file is.
-    assert result.stderr.rstrip().endswith(f"done: {len(rows)} predictions in {run / 'predictions.csv'}")
+    assert result.stderr.rstrip().endswith(f"done: {len(rows)} predictions in {run / name}")
     return rows
 
 
@@ -125,6 +130,15 @@ def test_predicts_a_folder_of_unlabelled_images(folder_ckpt, image_folder_root, 
     data = ImageFolderDataModule(str(image_folder_root), predict_dir=str(tmp_path))
     assert data.class_names == ["class_0", "class_1", "class_2"]
     check_against_model(rows, probabilities(folder_ckpt, data), data.class_names, decided=6)
+
+
+def test_a_second_predict_writes_a_second_file(folder_ckpt, image_folder_root, tmp_path):
+    run = folder_ckpt.parent.parent
+    (run / "predictions.csv").write_text("an earlier predict's file\n")
+    rows = predict_into(folder_ckpt, "predictions-2.csv", f"--data.predict_dir={image_folder_root / 'test'}")
+    assert len(rows) == len(list((image_folder_root / "test").glob("*/*.png")))
+    assert (run / "predictions.csv").read_text() == "an earlier predict's file\n"
+    (run / "predictions.csv").unlink()
 
 
 def test_a_predict_dir_without_images_is_one_line(folder_ckpt, tmp_path):

@@ -85,16 +85,16 @@ def test_jpegs_decode_to_the_same_pixels_through_torchcodec_and_pil(tmp_path, mo
         assert torch.equal(decoded["rgb.jpg", False], torch.from_numpy(np.array(reference)).permute(2, 0, 1))
 
 
-def test_grey_rgba_palette_and_small_photos_are_converted_other_files_skipped(photos, caplog):
-    modes = {Image.open(p).mode for p in photos.rglob("*.*g")}
-    assert {"RGB", "L", "RGBA", "P"} <= modes
+def test_grey_rgba_palette_gif_and_small_photos_are_converted_other_files_skipped(photos, caplog):
+    formats = {(Image.open(p).format, Image.open(p).mode) for p in photos.rglob("*.*") if p.suffix != ".txt"}
+    assert {("JPEG", "RGB"), ("JPEG", "L"), ("PNG", "RGBA"), ("PNG", "P"), ("GIF", "P")} <= formats
     with caplog.at_level(logging.INFO):
         for grayscale, channels in ((False, 3), (True, 1)):
             dm = module(photos, grayscale=grayscale, loader="torch")
             dm.setup("fit")
             images, labels = next(iter(dm.train_dataloader()))
             assert images.shape == (8, channels, 24, 24) and labels.dtype == torch.int64
-    assert "skipped 1 file(s) that are not images (notes.txt)" in caplog.text
+    assert "skipped 1 file(s) that are not images (1 .txt); images are .jpg .jpeg .png" in caplog.text
     assert len(dm.train_set) + len(dm.val_set) == 48  # notes.txt is not a sample
 
 

@@ -71,7 +71,7 @@ def write_image_folder(root: Path, classes: int = 3, per_class: int = 12, size: 
 # Photo sizes (width, height) and modes of write_photo_folder: wide, tall, square, smaller than the
 # crops the tests take; grey and RGB JPEGs, RGBA and palette PNGs.
 PHOTO_SIZES = [(48, 32), (32, 48), (40, 40), (64, 24), (20, 30)]
-PHOTO_MODES = [("RGB", "jpg"), ("L", "jpg"), ("RGBA", "png"), ("P", "png"), ("RGB", "jpg")]
+PHOTO_MODES = [("RGB", "jpg"), ("L", "jpg"), ("RGBA", "png"), ("P", "png"), ("P", "gif")]
 
 
 def write_photo_folder(root: Path, classes: int = 3, per_class: int = 10, seed: int = 5) -> Path:

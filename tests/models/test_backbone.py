@@ -224,7 +224,8 @@ def test_pretrained_weights_give_the_image_folder_their_normalization_and_crop(c
     check(result)
     assert (
         "data: as the weights were trained: mean (0.485, 0.456, 0.406), std (0.229, 0.224, 0.225), "
-        "short side 256 then centre crop 224 (crop_ratio 0.875); --data.image_size 224 matches them"
+        "short side 256 then centre crop 224 (crop_ratio 0.875); this run crops 32 px, they saw 224 "
+        "(--data.image_size 224)"
     ) in result.stderr
     given = ImageFolderDataModule(str(root), mean=(0.5, 0.5, 0.5), std=(0.2, 0.2, 0.2))
     given.follow_weights(256, 224, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
