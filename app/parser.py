@@ -21,6 +21,8 @@ PLAIN = {
     "bool": "true or false",
     "str": "a string",
     "NoneType": "null",
+    "tuple": "a list in brackets",
+    "list": "a list in brackets",
 }
 SIGNS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
 # How jsonargparse says which value a type refused, when no "Given value" line does.
@@ -157,15 +159,21 @@ def out_of_type(message: str) -> str | None:
         return None
     if block[0].startswith("Does not validate against any of the Union subtypes"):
         listed = next((line for line in block if line.startswith("Subtypes: ")), "")
-        subtype = r"<class '([\w.]+)'>|typing\.Literal\[([^\]]*)\]"  # a class, or fixed values
+        # A class, fixed values, or a tuple or list of anything.
+        subtype = r"<class '([\w.]+)'>|typing\.Literal\[([^\]]*)\]|(tuple|list)\[[^\]]*\]"
         if not re.fullmatch(rf"Subtypes: \[(?:(?:{subtype})(?:, |\]$))+", listed):
             return None
         found = re.findall(subtype, listed)
-        names = [name.rsplit(".", 1)[-1] if name else f"Literal[{values}]" for name, values in found]
+        names = [
+            (name or sequence).rsplit(".", 1)[-1] or f"Literal[{values}]" for name, values, sequence in found
+        ]
     else:
         choices = re.fullmatch(r"Expected a typing\.Literal\[(.*)\]\. Got value: (.*)", block[0])
         if choices and len(block) == 1:
             return f"--{'.'.join(keys)} must be one of {choices[1]}, got {choices[2]}"
+        length = re.fullmatch(r"Expected a tuple with (\d+) elements\. Got value: (.*)", block[0])
+        if length and len(block) == 1:
+            return f"--{'.'.join(keys)} must be a list of {length[1]} in brackets, got {length[2]}"
         match = re.fullmatch(r"Not of type (\w+): .*|Expected a <class '([\w.]+)'>.*", block[0])
         if not match or len(block) > 1:
             return None

@@ -233,6 +233,18 @@ REFUSED_LATER = [
         "--data.crop_scale must be two numbers 0 < low <= high <= 1, got [1.5, 2.0]",
     ),
     (
+        ["--data=ImageFolderDataModule", "--data.crop_scale=0.5"],
+        "--data.crop_scale must be a list in brackets, got 0.5",
+    ),
+    (
+        ["--data=ImageFolderDataModule", "--data.crop_scale=[0.5]"],
+        "--data.crop_scale must be a list of 2 in brackets, got [0.5]",
+    ),
+    (
+        ["--data=ImageFolderDataModule", "--data.mean=0.5"],
+        "--data.mean must be a list in brackets or null, got 0.5",
+    ),
+    (
         ["--data=ImageFolderDataModule", "--data.std=[0.5]"],
         "--data.std needs 3 values (one a channel), got [0.5]",
     ),
