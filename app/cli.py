@@ -114,6 +114,8 @@ class CLI(LightningCLI):
         except BaseException:
             folder.discard(self.run)
             raise
+        for note in self.run.notes:
+            rank_zero_info(note)
         follow_weights(self.model, self.datamodule)
 
     def _run_subcommand(self, subcommand: str) -> None:

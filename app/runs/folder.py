@@ -106,11 +106,13 @@ class Run:
         created: claimed by this command (and removed again if it fails before training starts).
         given: the config values :func:`resolve` filled in, as the user gave them: ``config.yaml`` keeps
             these, so that re-running it starts a new run rather than writing into this one.
+        notes: lines for the user once the run's classes are built (where W&B keeps an offline run).
     """
 
     folder: Path
     created: bool
     given: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 def resolve(config) -> Run:
@@ -154,8 +156,8 @@ def resolve(config) -> Run:
     if "checkpoint" in config:
         given["checkpoint.dirpath"] = config.checkpoint.dirpath
         config.checkpoint.dirpath = str(folder_of(run))
-    loggers.configure(config.trainer.get("logger"), run, name, rank_zero)
-    return Run(run, created and rank_zero, given)
+    notes = loggers.configure(config.trainer.get("logger"), run, name, rank_zero)
+    return Run(run, created and rank_zero, given, notes)
 
 
 _held: dict[Path, IO[str]] = {}  # the run folders this process writes, and their open lock files

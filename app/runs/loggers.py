@@ -72,8 +72,14 @@ def sweep_trial() -> tuple[str, str] | None:
     return (sweep, run_id) if sweep and run_id else None
 
 
-def configure(logger_config: object, run: Path, name: str, rank_zero: bool) -> None:
-    """Fill in each logger's folder (and W&B's run id, name and mode) for ``run``, in place."""
+def configure(logger_config: object, run: Path, name: str, rank_zero: bool) -> list[str]:
+    """Fill in each logger's folder (and W&B's run id, name and mode) for ``run``, in place.
+
+    Returns:
+        Lines for the user, to print once the run's classes are built (before that, a bad flag ends
+        the command and the run folder they name is removed).
+    """
+    notes = []
     trial = sweep_trial()
     for logger in _loggers(logger_config):
         if logger.get("init_args") is None:
@@ -99,7 +105,7 @@ def configure(logger_config: object, run: Path, name: str, rank_zero: bool) -> N
                 args.offline, args.log_model = True, False
             if rank_zero and (args.get("offline") or os.environ.get("WANDB_MODE") in ("offline", "dryrun")):
                 why = f" ({reason})" if reason else ""
-                rank_zero_info(
+                notes.append(
                     f"W&B offline{why}: the run is kept in {run}/wandb; "
                     f"upload it later with: wandb sync {run}/wandb/offline-run-*{dropped}"
                 )
@@ -108,3 +114,4 @@ def configure(logger_config: object, run: Path, name: str, rank_zero: bool) -> N
                 logger.class_path = "app.runs.csv_logger.AppendingCSVLogger"
             # Their log_dir is then the run folder itself, where config.yaml goes too.
             args.save_dir, args.name, args.version = str(run), "", ""
+    return notes

@@ -54,3 +54,14 @@ def test_offline_run_holds_the_config_and_a_resume_continues_it(mnist_root, tmp_
     runs = sorted(run.glob("wandb/offline-run-*"))
     assert len(runs) == 2 and all(r.name.endswith(f"-{run_id}") for r in runs)
     assert not (run.parent / "version_1").exists()
+
+
+def test_a_value_refused_when_the_classes_are_built_leaves_no_wandb_line(tmp_path, monkeypatch):
+    # The line names the run folder, which a command that fails before training removes.
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    args = [*SHRINK_WANDB, "--model.net=ResNet", "--model.net.depth=10"]
+    result = run_app("fit", *args, shrink=False, cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("error: ResNet depth must be 6n + 2")
+    assert "W&B offline" not in result.stderr
+    assert not list(tmp_path.glob("runs/*/version_*"))
