@@ -65,6 +65,19 @@ class EpochSampler(DistributedSampler):
         return ((epoch, i) for i in super().__iter__())
 
 
+class ToSize:
+    """An image of another size than ``size`` x ``size``: short side resized to ``size`` (aspect kept),
+    then its centre. Images of that size pass untouched, at no cost (v2's Resize and CenterCrop
+    would take 35 us an MNIST digit to leave it as it is)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.resize = v2.Compose([v2.Resize(size, antialias=True), v2.CenterCrop(size)])
+
+    def __call__(self, image: Any) -> Any:
+        return image if v2.functional.get_size(image) == [self.size, self.size] else self.resize(image)
+
+
 class VisionDataModule(LightningDataModule):
     """Image classification data: a train set (part held out for validation) and a test set.
 
@@ -75,7 +88,8 @@ class VisionDataModule(LightningDataModule):
         batch_size: samples per batch **per device** (the global batch is this times
             devices times nodes).
         num_workers: loader worker processes per device; None picks from the cores per device.
-        val_size: training samples held out for validation (an int), or a fraction in (0, 1).
+        val_size: training samples held out for validation (an int), or a fraction in (0, 1); a
+            data set of your own holds out a tenth unless it says otherwise (MNIST and CIFAR: 5000).
         seed: seed of the train/val split and of the shuffle of each epoch. The global
             order of an epoch depends only on it, not on the number of processes: rank r of
             n takes every n-th sample of it, so n processes at batch B see the batches that
@@ -93,7 +107,7 @@ class VisionDataModule(LightningDataModule):
         root: str = "datasets",
         batch_size: PositiveInt = 128,
         num_workers: NonNegativeInt | None = None,
-        val_size: PositiveInt | OpenUnitInterval = 5000,
+        val_size: PositiveInt | OpenUnitInterval = 0.1,
         seed: int = 42,
     ) -> None:
         super().__init__()
@@ -109,10 +123,9 @@ class VisionDataModule(LightningDataModule):
         raise NotImplementedError
 
     def eval_transform(self) -> Callable:
-        """Image to normalized float tensor."""
-        return v2.Compose(
-            [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(self.mean, self.std)]
-        )
+        """Image to normalized float tensor, ``image_size`` square (see :class:`ToSize`)."""
+        steps = [v2.ToImage(), ToSize(self.image_size), v2.ToDtype(torch.float32, scale=True)]
+        return v2.Compose([*steps, v2.Normalize(self.mean, self.std)])
 
     def train_transform(self) -> Callable:
         """Like :meth:`eval_transform`, plus the augmentation of this data set (none here)."""

@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 from helpers.cli import ROOT, SHRINK, app_command, app_env, check, logged, run_app, run_folder
+from helpers.data_files import write_photo_folder
 
 TINY_NET = """
     from torch import nn
@@ -111,6 +112,24 @@ def test_files_dropped_into_the_packages_are_found_by_short_name(tmp_path):
     assert (
         "class_path: models.nets.my_net.MyNet" in config and "class_path: data.my_data.MyDataModule" in config
     )
+
+
+def readme_example(file: str) -> str:
+    """The README's code block that starts with ``# FILE``, as it is printed there."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split(f"# {file}\n", 1)[1].split("```", 1)[0]
+    return textwrap.dedent(block)
+
+
+def test_the_readme_data_set_example_reads_photos_of_any_size(tmp_path, monkeypatch):
+    # The README's MyData word for word (5 classes at 64 px) over photos of mixed sizes and modes.
+    photos = write_photo_folder(tmp_path / "photos", classes=5, per_class=4)
+    write(tmp_path / "src" / "my_data.py", readme_example("data/my_data.py"))
+    monkeypatch.syspath_prepend(tmp_path / "src")
+    monkeypatch.delitem(sys.modules, "my_data", raising=False)
+    args = ["--data=my_data.MyData", f"--data.root={photos}", "--data.batch_size=8"]
+    check(run_app("fit", *args, "--model.net=FastCNN", cwd=tmp_path))
+    assert 0 <= logged(run_folder(tmp_path))["test/acc"][-1] <= 1
 
 
 def test_a_new_preset_stacks_and_trains(mnist_root, tmp_path):
