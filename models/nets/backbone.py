@@ -122,11 +122,26 @@ def _load_file(model: nn.Module, path: Path, name: str) -> int:
     weight = state.get(f"{head}.weight")
     classes = 1000 if weight is None else weight.shape[0]
     _replace_head(model, 1000, classes)
+    own = model.state_dict()
+    problems = {
+        f"of {name}'s tensors are not in it": [key for key in own if key not in state],
+        f"of its tensors are not {name}'s": [key for key in state if key not in own],
+        "have another shape": [key for key in own if key in state and state[key].shape != own[key].shape],
+    }
+    if any(problems.values()):
+        found = "; ".join(f"{len(keys)} {what} ({_first(keys)})" for what, keys in problems.items() if keys)
+        raise ValueError(
+            f"{path} is not a {name} state_dict: {found}; --model.init_from {path} would load those that fit"
+        )
     try:
         model.load_state_dict(state)
     except RuntimeError as err:
         raise ValueError(f"{path} is not a {name} state_dict: {_brief(err)}") from err
     return classes
+
+
+def _first(keys: list[str]) -> str:
+    return ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else "")
 
 
 def _replace_head(model: nn.Module, classes: int, num_classes: int) -> None:

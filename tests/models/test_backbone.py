@@ -90,9 +90,15 @@ def test_state_dict_file_with_another_head(tmp_path):
     assert body_equal(net, state) and net.model.fc.out_features == 10
     assert body_equal(Backbone(num_classes=5, weights=str(tmp_path / "mine.pth")), state, skip=())
     assert net.preprocessing() is None
-    torch.save({"conv1.weight": torch.zeros(1)}, tmp_path / "other.pth")
-    with pytest.raises(ValueError, match="is not a resnet18 state_dict"):
+    other = {"conv1.weight": torch.zeros(1), "features.0.weight": torch.zeros(1)}
+    torch.save(other | {key: state[key] for key in list(state)[1:]}, tmp_path / "other.pth")
+    with pytest.raises(ValueError) as refused:
         Backbone(weights=str(tmp_path / "other.pth"))
+    assert str(refused.value) == (
+        f"{tmp_path / 'other.pth'} is not a resnet18 state_dict: 1 of its tensors are not resnet18's "
+        "(features.0.weight); 1 have another shape (conv1.weight); "
+        f"--model.init_from {tmp_path / 'other.pth'} would load those that fit"
+    )
     with pytest.raises(ValueError, match=r"no weights file .*nothing\.pth"):
         Backbone(weights=str(tmp_path / "nothing.pth"))
 
