@@ -89,12 +89,12 @@ class Freezing:
     def describe(self) -> str:
         """One line: how many tensors are frozen, and until when."""
         count = sum(p.numel() for n, p in self.net.named_parameters() if n in self.names)
+        what = f"{len(self.names)} tensors ({count:,} parameters)"
+        if self.unfreeze_at_epoch == 0:
+            return f"freeze: none ({what} trained at {self.lr_ratio:g} x lr from epoch 0)"
         until = "for good" if self.unfreeze_at_epoch is None else f"until epoch {self.unfreeze_at_epoch}"
         lr = "" if self.unfreeze_at_epoch is None else f", then trained at {self.lr_ratio:g} x lr"
-        return (
-            f"freeze: {len(self.names)} tensors ({count:,} parameters) and {len(self.norms)} norm layers' "
-            f"statistics frozen {until}{lr}"
-        )
+        return f"freeze: {what} and {len(self.norms)} norm layers' statistics frozen {until}{lr}"
 
     def frozen(self, epoch: int) -> bool:
         return self.unfreeze_at_epoch is None or epoch < self.unfreeze_at_epoch

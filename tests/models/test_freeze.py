@@ -126,3 +126,13 @@ def test_a_freeze_pattern_matching_nothing_names_the_modules():
         "head.2.weight",
         "head.2.bias",
     }
+
+
+def test_the_freeze_line_says_until_when():
+    lines = {
+        epoch: ImageClassifier(FastCNN(), freeze=["features"], unfreeze_at_epoch=epoch).freezing.describe()
+        for epoch in (None, 0, 2)
+    }
+    assert lines[None].endswith("statistics frozen for good")
+    assert lines[2].endswith("statistics frozen until epoch 2, then trained at 0.1 x lr")
+    assert lines[0].startswith("freeze: none (") and lines[0].endswith("trained at 0.1 x lr from epoch 0)")
