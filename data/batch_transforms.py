@@ -8,6 +8,8 @@ import torch
 from torch import Tensor
 from torch.nn.functional import interpolate
 
+from data.resident import BatchTransform
+
 
 @functools.lru_cache(maxsize=32)
 def per_channel(values: tuple[float, ...], device: torch.device) -> Tensor:
@@ -129,6 +131,32 @@ def random_resized_crop(
         else:
             out[k].copy_(resized).mul_(factor).add_(shift)
     return out
+
+
+def photo_training(
+    size: int, scale: tuple[float, float], flip: bool, policy: list, mean: Tensor, std: Tensor
+) -> BatchTransform:
+    """The training batches of a photo folder: a random-resized crop of ``size`` per image (area
+    ``scale``), a flip if ``flip``, the ``policy`` transforms if any, normalized floats."""
+
+    def transform(images: Tensor, batch: Tensor, generator: torch.Generator) -> Tensor:
+        if not policy:  # floats written as each crop is made
+            return random_resized_crop(images, size, scale, generator, flip, batch, (mean, std))
+        crops = random_resized_crop(images, size, scale, generator, flip, batch)
+        return normalize(each(crops, policy[0], generator), mean, std)
+
+    return transform
+
+
+def centre_crops(size: int, mean: Tensor, std: Tensor) -> BatchTransform:
+    """The evaluation batches of a photo folder: each image's centre ``size`` square, normalized."""
+
+    def transform(images: Tensor, batch: Tensor, generator: torch.Generator) -> Tensor:
+        top, left = (round((side - size) / 2) for side in images.shape[-2:])  # as v2's CenterCrop
+        crops = images[batch, :, top : top + size, left : left + size]  # copies only those
+        return normalize(crops, mean, std)
+
+    return transform
 
 
 def each(images: Tensor, transform: Callable[[Tensor], Tensor], generator: torch.Generator) -> Tensor:

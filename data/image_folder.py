@@ -75,12 +75,8 @@ class ImageFolderDataModule(VisionDataModule):
         self.predict_dir = predict_dir
         self.image_size = image_size
         self.in_channels = 1 if grayscale else 3
-        self.flip, self.auto_augment, self.crop_scale, self.crop_ratio = (
-            flip,
-            auto_augment,
-            crop_scale,
-            crop_ratio,
-        )
+        self.flip, self.auto_augment = flip, auto_augment
+        self.crop_scale, self.crop_ratio = crop_scale, crop_ratio
         self.given = {"mean": mean, "std": std}
         for name, imagenet in (("mean", photos.IMAGENET_MEAN), ("std", photos.IMAGENET_STD)):
             value = self.given[name] or (imagenet if self.in_channels == 3 else (sum(imagenet) / 3,))
@@ -215,21 +211,13 @@ class ImageFolderDataModule(VisionDataModule):
         images = self.decoded(dataset.dataset)[indices].to(device, memory_format=torch.channels_last)
         labels = torch.as_tensor(dataset.dataset.targets)[indices].to(device)
         mean, std = (batch_transforms.per_channel(v, device) for v in (self.mean, self.std))
-        policy = photos.policy(self.auto_augment)
-
-        def transform(images: Tensor, batch: Tensor, generator: torch.Generator) -> Tensor:
-            if not train:  # only the centre crops are copied
-                top, left = (round((side - self.image_size) / 2) for side in images.shape[-2:])  # as v2's
-                rows, columns = slice(top, top + self.image_size), slice(left, left + self.image_size)
-                return batch_transforms.normalize(images[batch, :, rows, columns], mean, std)
-            size, scale = self.image_size, self.crop_scale
-            if not policy:  # floats written as each crop is made
-                return batch_transforms.random_resized_crop(
-                    images, size, scale, generator, self.flip, batch, (mean, std)
-                )
-            crops = batch_transforms.random_resized_crop(images, size, scale, generator, self.flip, batch)
-            return batch_transforms.normalize(batch_transforms.each(crops, policy[0], generator), mean, std)
-
+        if train:
+            policy = photos.policy(self.auto_augment)
+            transform = batch_transforms.photo_training(
+                self.image_size, self.crop_scale, self.flip, policy, mean, std
+            )
+        else:
+            transform = batch_transforms.centre_crops(self.image_size, mean, std)
         return ResidentLoader(images, labels, self.batch_size, self.sampler(dataset, train), transform)
 
     def predict_dataloader(self) -> Iterable:
