@@ -15,6 +15,7 @@ class ClassificationData(Protocol):
     num_classes: int  # the network's outputs
     in_channels: int  # the network's input channels; the shape of exported models and summaries
     image_size: int  # the side of the square images the network takes
+    resize_size: int  # evaluation: an image's short side is resized to it, then its centre image_size taken
     batch_size: int  # per device: the start line and the progress bar's images/s
     mean: Sequence[float]  # per channel, to show normalized images in the validation pictures
     std: Sequence[float]
@@ -33,12 +34,12 @@ def provided(datamodule: Any, name: str, default: Any = None) -> Any:
     return getattr(datamodule, name, default)
 
 
-CARD = ("class_names", "num_classes", "in_channels", "image_size", "mean", "std")
+CARD = ("class_names", "num_classes", "in_channels", "image_size", "resize_size", "mean", "std")
 
 
 def card(datamodule: Any) -> dict[str, Any]:
-    """What a trained network needs to know of its data, as plain values: class names, input shape and
-    normalization (the parts ``datamodule`` provides). Checkpoints and exported files carry it."""
+    """What a trained network needs to know of its data, as plain values: class names, input shape,
+    resizing and normalization (the parts ``datamodule`` provides). Checkpoints and exports carry it."""
     found = {name: provided(datamodule, name) for name in CARD}
     # Through JSON: plain ints, floats, strings and lists (a checkpoint's weights-only loading refuses
     # other types, such as the parser's PositiveInt).

@@ -130,9 +130,14 @@ class ImageFolderDataModule(VisionDataModule):
             ) from err
 
     @property
+    def resize_size(self) -> int:
+        """The short side of evaluation images before their centre crop: ``image_size / crop_ratio``."""
+        return photos.eval_size(self.image_size, self.crop_ratio)
+
+    @property
     def stored_side(self) -> int:
         """The short side images are decoded at (JPEGs scaled in the decoder) and kept at when resident."""
-        return photos.eval_size(self.image_size, self.crop_ratio)
+        return self.resize_size
 
     @functools.cached_property
     def resident(self) -> bool:

@@ -118,6 +118,11 @@ class VisionDataModule(LightningDataModule):
         self.seed = seed
         self.resume_state: dict | None = None  # where a resumed epoch stands (see load_state_dict)
 
+    @property
+    def resize_size(self) -> int:
+        """The short side of evaluation images before their centre crop (:class:`ToSize`)."""
+        return self.image_size
+
     def load(self, train: bool) -> Dataset:
         """The train or test set on disk, yielding (PIL image, label)."""
         raise NotImplementedError

@@ -27,6 +27,7 @@ def test_predict_and_export_after_the_training_data_is_deleted(image_folder_root
         "num_classes": 3,
         "in_channels": 3,
         "image_size": 20,
+        "resize_size": 23,  # 20 / 0.875: short side, then the centre crop
         "mean": [0.485, 0.456, 0.406],  # ImageNet's, the image folder's default
         "std": [0.229, 0.224, 0.225],
     }
