@@ -123,7 +123,7 @@ class ImageFolderDataModule(VisionDataModule):
     def folder(self, split: str) -> photos.PhotoFolder:
         """The images of ``ROOT/split``, listed once."""
         try:
-            return photos.PhotoFolder(Path(self.root, split), self.stored_side, self.in_channels == 1)
+            return photos.PhotoFolder(Path(self.root, split), self.resize_size, self.in_channels == 1)
         except FileNotFoundError as err:  # a class folder without images
             raise DataError(
                 f"{self.root}/{split}: {err}; put images in those class folders or delete them"
@@ -131,13 +131,9 @@ class ImageFolderDataModule(VisionDataModule):
 
     @property
     def resize_size(self) -> int:
-        """The short side of evaluation images before their centre crop: ``image_size / crop_ratio``."""
+        """The short side of evaluation images before their centre crop, ``image_size / crop_ratio``; also
+        the side images are decoded at (JPEGs scaled in the decoder) and kept at when resident."""
         return photos.eval_size(self.image_size, self.crop_ratio)
-
-    @property
-    def stored_side(self) -> int:
-        """The short side images are decoded at (JPEGs scaled in the decoder) and kept at when resident."""
-        return self.resize_size
 
     @functools.cached_property
     def resident(self) -> bool:
@@ -145,11 +141,11 @@ class ImageFolderDataModule(VisionDataModule):
         if self.loader != "auto":
             return self.loader == "resident"
         count = sum(len(self.folder(split)) for split in self.splits())
-        size = photo_cache.decoded_bytes(count, self.stored_side, self.in_channels == 1)
+        size = photo_cache.decoded_bytes(count, self.resize_size, self.in_channels == 1)
         device = self.trainer.strategy.root_device if self.trainer else torch.device("cpu")
         fits = photo_cache.fits(size, device)
         rank_zero_info(
-            f"data: {count} images take {size / 2**20:.0f} MiB decoded at {self.stored_side} px: "
+            f"data: {count} images take {size / 2**20:.0f} MiB decoded at {self.resize_size} px: "
             + (
                 "kept decoded in memory (--data.loader resident)"
                 if fits
@@ -176,13 +172,13 @@ class ImageFolderDataModule(VisionDataModule):
             for split in self.splits():
                 samples = self.folder(split).samples
                 try:
-                    photo_cache.prepare(self.root, split, samples, self.stored_side, self.in_channels == 1)
+                    photo_cache.prepare(self.root, split, samples, self.resize_size, self.in_channels == 1)
                 except OSError as err:
                     rank_zero_info(f"data: cannot keep the decoded copy in {self.root}/.cache ({err})")
 
     def setup(self, stage: str) -> None:
         if stage == "predict" and self.predict_dir is not None:
-            files = photos.ImageFiles(Path(self.predict_dir), self.stored_side, self.in_channels == 1)
+            files = photos.ImageFiles(Path(self.predict_dir), self.resize_size, self.in_channels == 1)
             self.predict_set = TransformedSubset(files, range(len(files)), self.eval_transform())
             return
         if stage == "predict" and not self.has_test_split:
@@ -196,7 +192,7 @@ class ImageFolderDataModule(VisionDataModule):
         """The images of ``folder`` decoded, from the copy ``prepare_data`` wrote (read once)."""
         if folder.root not in self._decoded:
             split, grey = Path(folder.root).name, self.in_channels == 1
-            path = photo_cache.cache_file(self.root, split, folder.samples, self.stored_side, grey)
+            path = photo_cache.cache_file(self.root, split, folder.samples, self.resize_size, grey)
             if path.is_file():
                 self._decoded[folder.root] = photo_cache.load(path, folder.samples)
             else:
@@ -204,7 +200,7 @@ class ImageFolderDataModule(VisionDataModule):
                 # the copy that one process per node wrote.
                 rank = self.trainer.global_rank if self.trainer is not None else 0
                 log.warning(f"data: rank {rank} decodes {folder.root} in memory ({path} is missing)")
-                self._decoded[folder.root] = photo_cache.build(folder.samples, self.stored_side, grey)
+                self._decoded[folder.root] = photo_cache.build(folder.samples, self.resize_size, grey)
         return self._decoded[folder.root]
 
     def dataloader(self, dataset: TransformedSubset, train: bool = False) -> Iterable:
