@@ -5,6 +5,7 @@ import functools
 import importlib
 import re
 
+import torch
 from jsonargparse import ArgumentParser, Namespace
 from jsonargparse.typing import register_type, registered_types
 from lightning.pytorch.cli import LightningArgumentParser
@@ -70,7 +71,8 @@ class Parser(LightningArgumentParser):
     def error(self, message: str, ex: Exception | None = None) -> None:
         if not self.exit_on_error:  # jsonargparse is trying alternatives: it catches this error
             super().error(message, ex)
-        fail(out_of_type(message) or misspelt(folded(message), self) or folded(message))
+        line = folded(message)
+        fail(out_of_type(message) or misspelt(line, self) or class_problem(line) or line)
 
 
 @functools.cache
@@ -130,6 +132,53 @@ def misspelt(message: str, parser: ArgumentParser) -> str | None:
         return None
     close = difflib.get_close_matches(given, [k for k in known if not k.endswith("+")], n=3, cutoff=0.8)
     return message + (f"; close: {', '.join(dashes + name for name in close)}" if close else "")
+
+
+def class_problem(message: str) -> str | None:
+    """A class chosen by name (``--model.optimizer AdamW``) that is unknown, lacks an option, misses a
+    required one or gets a value out of range, as one line; None for other errors."""
+    head = re.match(
+        r'Parser key "([\w.]+)": (?:Type .*? expects a function or a callable class: )?(.*)', message
+    )
+    if not head:
+        return None
+    key, rest = head.groups()
+    unknown = re.match(r"Expected a path but (\S+) either not accessible or invalid (.*)", rest)
+    if unknown:
+        name, why = unknown.groups()
+        several = re.search(r"Multiple subclasses with name \w+\. .*?: (.*?)\.?$", why)
+        if several:
+            return f"--{key} {name} names several classes: give one of {several[1]}"
+        names = sorted({c.__name__ for c in _subclasses(key)})
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+        close += [n for n in names if n.lower() == name.lower() and n not in close]
+        hint = f"; close: {', '.join(close)}" if close else "; give a class by its import path"
+        return f"--{key} {name} is not a class it takes{hint}"
+    chosen = re.search(r"class_path='([\w.]+)'", rest)
+    cls = chosen[1].rsplit(".", 1)[-1] if chosen else None
+    option = re.match(r"Option '(\w+)' is not accepted", rest)
+    if option and chosen:
+        known = list(vars(class_defaults(chosen[1])))
+        close = difflib.get_close_matches(option[1], known, n=3, cutoff=0.6)
+        return f"--{key}.{option[1]} is not an option of {cls}; its options: {', '.join(close or known)}"
+    required = re.match(r"the following arguments are required: ([\w, ]+)", rest)
+    if required:
+        names = [f"--{key}.{name}" for name in required[1].split(", ")]
+        return f"--{key}{f' {cls}' if cls else ''} needs {', '.join(names)}"
+    bad = re.match(r'Parser key "(\w+)": Not of type (\w+): (\S+) does not conform', rest)
+    allowed = _allowed(bad[2]) if bad else None
+    return f"--{key}.{bad[1]} must be {allowed}, got {bad[3]}" if allowed else None
+
+
+def _subclasses(key: str) -> list[type]:
+    """The classes a ``--model.optimizer`` or ``--model.scheduler`` can name, imported so far."""
+    base = torch.optim.Optimizer if key.endswith("optimizer") else torch.optim.lr_scheduler.LRScheduler
+    found, todo = [], [base]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            found.append(sub)
+            todo.append(sub)
+    return [c for c in found if not c.__name__.startswith("_")]
 
 
 def out_of_type(message: str) -> str | None:

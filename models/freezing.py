@@ -5,9 +5,9 @@ back on and adds a parameter group to the optimizer. Under DDP that breaks: the 
 built at wrap time from the parameters that then required grad, so the ones turned on later are never
 all-reduced and the ranks drift apart (Lightning issue 20340). Here the set of trainable tensors and
 the optimizer's groups never change: frozen tensors sit in their own group at lr 0 and weight decay 0,
-their gradients are dropped before each step (so SGD keeps no momentum for them either), and
-unfreezing only changes that group's lr. ``requires_grad=False`` is used only when no unfreeze is
-planned, where it saves computing the gradients.
+their gradients are dropped before each step (so the optimizer keeps no state for them either: no
+momentum, no Adam moments), and unfreezing only changes that group's lr. ``requires_grad=False`` is used
+only when no unfreeze is planned, where it saves computing the gradients.
 """
 
 import fnmatch
@@ -99,21 +99,15 @@ class Freezing:
     def frozen(self, epoch: int) -> bool:
         return self.unfreeze_at_epoch is None or epoch < self.unfreeze_at_epoch
 
-    def param_groups(self, weight_decay: float) -> list[dict]:
-        """Two optimizer groups: the trained parameters, then the frozen ones (lr 0, no weight decay)."""
-        named = list(self.net.named_parameters())
-        return [
-            {"params": [p for n, p in named if n not in self.names], "weight_decay": weight_decay},
-            {"params": [p for n, p in named if n in self.names], "weight_decay": 0.0, "lr": 0.0},
-        ]
-
-    def set_lrs(self, optimizer: Optimizer, epoch: int, weight_decay: float) -> None:
-        """Give the frozen group lr 0 while frozen, else the first group's lr x ``lr_ratio`` (the
-        schedule sets the first group's; call after each scheduler step)."""
-        first, group = optimizer.param_groups[0], optimizer.param_groups[1]
+    def set_lrs(self, optimizer: Optimizer, epoch: int) -> None:
+        """Give the frozen groups lr 0 and no weight decay while frozen, else the first group's lr x
+        ``lr_ratio`` and their own weight decay (the schedule sets the others': call after its steps)."""
+        first = optimizer.param_groups[0]["lr"]
         frozen = self.frozen(epoch)
-        group["lr"] = 0.0 if frozen else first["lr"] * self.lr_ratio
-        group["weight_decay"] = 0.0 if frozen else weight_decay
+        for group in optimizer.param_groups:
+            if group.get("frozen"):
+                group["lr"] = 0.0 if frozen else first * self.lr_ratio
+                group["weight_decay"] = 0.0 if frozen else group["decay"]
 
     def drop_grads(self, epoch: int) -> None:
         """Before a step, while frozen: no gradient, so SGD skips them (no update, no momentum)."""

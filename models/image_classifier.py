@@ -1,30 +1,31 @@
-"""The LightningModule: a network trained with cross-entropy, SGD and a cosine schedule."""
+"""The LightningModule: a network trained with the optimizer, schedule and loss the config names."""
 
+import functools
+import inspect
 from typing import Literal
 
 import torch
-from jsonargparse.typing import (
-    ClosedUnitInterval,
-    NonNegativeFloat,
-    NonNegativeInt,
-    PositiveFloat,
-    restricted_number_type,
-)
+from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveFloat
 from lightning import LightningModule, Trainer
+from lightning.pytorch.cli import OptimizerCallable
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
-from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, LRScheduler, SequentialLR
+from torch.optim.lr_scheduler import LRScheduler
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
+from torchvision.transforms import v2
 
 from models import init_from as weights_file
+from models import optimization
+from models.errors import ModelError
 from models.freezing import Freezing
 from models.nets.net import Net
+from models.schedules import RightOpenUnitInterval, SchedulerCallable
 
-# A fraction that may be 0 but not 1; the CLI's parser refuses other values.
-RightOpenUnitInterval = restricted_number_type(
-    "RightOpenUnitInterval", float, [(">=", 0.0), ("<", 1.0)], docstring="A float in [0, 1)."
-)
+# The example MNIST script's optimizer, as configs/defaults.yaml spells it out for the CLI.
+DEFAULT_OPTIMIZER = functools.partial(torch.optim.SGD, lr=0.01, momentum=0.9, weight_decay=5e-3)
+# What a ReduceLROnPlateau schedule can watch: the metrics this module logs at validation.
+VALIDATION_METRICS = ("val/loss", "val/acc")
 
 
 def is_log_step(trainer: Trainer, every: int | None = None) -> bool:
@@ -37,23 +38,32 @@ def is_log_step(trainer: Trainer, every: int | None = None) -> bool:
 class ImageClassifier(LightningModule):
     """Trains any :class:`Net` on (image, label) batches.
 
-    Defaults are the example MNIST script's recipe: SGD with momentum 0.9, weight decay 5e-3,
-    lr 0.01 decayed along a cosine to ``final_lr_ratio`` x lr over the whole run, and lr
-    multiplied by the number of processes (the global batch grows with them). An optional
-    linear warmup comes before the cosine.
+    The recipe is configuration (``configs/defaults.yaml``: the example MNIST script's SGD, momentum
+    0.9, weight decay 5e-3, lr 0.01 along a cosine to 0.1 x lr, stepped every batch). Whatever the
+    optimizer and schedule, every learning rate grows with the number of processes (``lr_scaling``)
+    and a schedule that takes a length gets the run's.
 
     Args:
         net: the network; its sizes come from the DataModule.
         num_classes: number of classes (filled in from the DataModule).
-        lr: learning rate for one process (> 0); see ``lr_scaling``.
-        momentum: SGD momentum, in [0, 1).
-        nesterov: use Nesterov momentum.
-        weight_decay: L2 penalty (>= 0).
-        final_lr_ratio: lr at the last step, as a fraction of ``lr`` in [0, 1].
-        warmup_ratio: fraction of the steps, in [0, 1), over which lr rises linearly to its peak.
-        lr_scaling: how lr grows with the world size W (devices x nodes): ``linear``
-            (lr x W), ``sqrt`` (lr x sqrt(W)) or ``none``.
+        optimizer: any ``torch.optim`` class or your own (class_path and init_args), given the
+            parameter groups; its ``lr`` is for one process. None: :data:`DEFAULT_OPTIMIZER`.
+        scheduler: any LR scheduler class (``torch.optim.lr_scheduler``, :class:`WarmupCosineLR`,
+            your own); None keeps the lr fixed.
+        scheduler_interval: step the schedule every ``step`` or every ``epoch`` (its length is counted
+            in the same unit). ReduceLROnPlateau steps after each validation.
+        scheduler_monitor: the validation metric ReduceLROnPlateau watches.
+        lr_scaling: how every lr grows with the world size W (devices x nodes): ``linear`` (x W),
+            ``sqrt`` (x sqrt(W)) or ``none``.
+        norm_weight_decay: the weight decay of norm layers' weights and all biases (0: none, as in
+            torchvision's recipes); None: the optimizer's, like every other parameter.
         label_smoothing: cross-entropy label smoothing for training, in [0, 1).
+        class_weights: cross-entropy weight of each class in training: a list (one per class), or
+            ``balanced`` (N / (classes x count), from the training labels).
+        mixup_alpha: mix pairs of training images and their labels (torchvision's MixUp), with this
+            Beta(alpha, alpha) parameter; None: off.
+        cutmix_alpha: paste a box of one training image into another (torchvision's CutMix); with
+            ``mixup_alpha`` too, each batch gets one of the two at random; None: off.
         channels_last: keep weights and inputs in NHWC memory order (faster convolutions on
             recent GPUs and CPUs).
         compile: ``torch.compile`` the network in place (checkpoint keys unchanged).
@@ -69,14 +79,16 @@ class ImageClassifier(LightningModule):
         self,
         net: Net,
         num_classes: int = 10,
-        lr: PositiveFloat = 0.01,
-        momentum: RightOpenUnitInterval = 0.9,
-        nesterov: bool = False,
-        weight_decay: NonNegativeFloat = 5e-3,
-        final_lr_ratio: ClosedUnitInterval = 0.1,
-        warmup_ratio: RightOpenUnitInterval = 0.0,
+        optimizer: OptimizerCallable | None = None,
+        scheduler: SchedulerCallable | None = None,
+        scheduler_interval: Literal["step", "epoch"] = "step",
+        scheduler_monitor: str = "val/loss",
         lr_scaling: Literal["none", "linear", "sqrt"] = "linear",
+        norm_weight_decay: NonNegativeFloat | None = None,
         label_smoothing: RightOpenUnitInterval = 0.0,
+        class_weights: Literal["balanced"] | list[PositiveFloat] | None = None,
+        mixup_alpha: PositiveFloat | None = None,
+        cutmix_alpha: PositiveFloat | None = None,
         channels_last: bool = False,
         compile: bool = False,
         init_from: str | None = None,
@@ -86,7 +98,21 @@ class ImageClassifier(LightningModule):
     ) -> None:
         super().__init__()
         # The CLI logs the whole run config; logger=False keeps these from being logged twice.
-        self.save_hyperparameters(ignore=["net"], logger=False)
+        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler"], logger=False)
+        self.optimizer, self.scheduler = optimizer or DEFAULT_OPTIMIZER, scheduler
+        if isinstance(class_weights, list) and len(class_weights) != num_classes:
+            raise ModelError(
+                f"--model.class_weights has {len(class_weights)} weights, the data has {num_classes} "
+                "classes: give one per class, or 'balanced'"
+            )
+        optimization.try_out(self.optimizer, scheduler)
+        chosen = optimization.class_of(scheduler) if scheduler is not None else None
+        plateau = chosen is not None and issubclass(chosen, torch.optim.lr_scheduler.ReduceLROnPlateau)
+        if plateau and scheduler_monitor not in VALIDATION_METRICS:
+            raise ModelError(
+                f"--model.scheduler_monitor {scheduler_monitor} is never logged: ReduceLROnPlateau "
+                f"can watch {', '.join(VALIDATION_METRICS)}"
+            )
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         if init_from:
             # Every rank reads the file, before DDP wraps the model (which would also broadcast rank
@@ -101,7 +127,15 @@ class ImageClassifier(LightningModule):
         if compile:
             self.net.compile()
         self.loss = nn.CrossEntropyLoss()
-        self.train_loss = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
+        # Not saved: checkpoints of runs with and without class weights hold the same tensors.
+        weights = torch.tensor(class_weights) if isinstance(class_weights, list) else None
+        self.register_buffer("class_weight", weights, persistent=False)
+        mixes = [
+            mix(alpha=alpha, num_classes=num_classes)
+            for mix, alpha in ((v2.CutMix, cutmix_alpha), (v2.MixUp, mixup_alpha))
+            if alpha is not None
+        ]
+        self.mix = v2.RandomChoice(mixes) if len(mixes) > 1 else mixes[0] if mixes else None
         # Metrics, not per-rank means: each sample weighs the same whatever rank saw it.
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_acc = MulticlassAccuracy(num_classes, average="micro")
@@ -116,7 +150,11 @@ class ImageClassifier(LightningModule):
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y = batch
-        loss = self.train_loss(self(x), y)
+        if self.mix is not None:
+            x, y = self.mix(x, y)  # y: each image's share of each class
+        loss = nn.functional.cross_entropy(
+            self(x), y, weight=self.class_weight, label_smoothing=self.hparams.label_smoothing
+        )
         if is_log_step(self.trainer):
             self.log("train/loss", loss, prog_bar=True)
         elif batch_idx + 1 == self.trainer.num_training_batches:
@@ -154,35 +192,60 @@ class ImageClassifier(LightningModule):
         self.log(f"{stage}/acc", accuracy, prog_bar=True)
         return {"preds": logits.argmax(dim=1)}
 
-    def scaled_lr(self, world_size: int) -> float:
-        """The learning rate used with ``world_size`` processes (see ``lr_scaling``)."""
-        hp = self.hparams
-        return hp.lr * {"none": 1, "linear": world_size, "sqrt": world_size**0.5}[hp.lr_scaling]
+    def setup(self, stage: str) -> None:
+        if stage == "fit" and self.hparams.class_weights == "balanced":
+            counts = getattr(self.trainer.datamodule, "class_counts", None)
+            if counts is None:
+                raise ModelError(
+                    f"--model.class_weights balanced needs the training labels: "
+                    f"{type(self.trainer.datamodule).__name__} has no class_counts(); give a list of weights"
+                )
+            counts = torch.tensor(counts(), dtype=torch.float32)
+            # sklearn's 'balanced': N / (classes x count); a class without samples weighs nothing.
+            weight = counts.sum() / (len(counts) * counts.clamp(min=1)) * (counts > 0)
+            self.class_weight = weight.to(self.device)
+            shown = ", ".join(f"{w:.3g}" for w in weight.tolist()[:10])
+            rank_zero_info(f"class weights (balanced): {shown}{', ...' if len(counts) > 10 else ''}")
+
+    def lr_factor(self, world_size: int) -> float:
+        """What every lr is multiplied by with ``world_size`` processes (see ``lr_scaling``)."""
+        return {"none": 1, "linear": world_size, "sqrt": world_size**0.5}[self.hparams.lr_scaling]
+
+    def scaled_lr(self, world_size: int) -> float | None:
+        """The optimizer's lr with ``world_size`` processes; None where it takes no ``lr``."""
+        lr = optimization.given(self.optimizer).get("lr")
+        cls = optimization.class_of(self.optimizer)
+        if lr is None and cls is not None:
+            lr = inspect.signature(cls).parameters.get("lr", inspect.Parameter.empty).default
+        return lr * self.lr_factor(world_size) if isinstance(lr, int | float) else None
 
     def configure_optimizers(self) -> dict:
-        hp = self.hparams
-        world = self.trainer.world_size
-        lr = self.scaled_lr(world)
-        rank_zero_info(f"lr {lr:g} = {hp.lr:g} with {hp.lr_scaling} scaling to world size {world}")
-        optimizer = torch.optim.SGD(
-            self.freezing.param_groups(hp.weight_decay) if self.freezing else self.parameters(),
-            lr=lr,
-            momentum=hp.momentum,
-            nesterov=hp.nesterov,
-            weight_decay=hp.weight_decay,
-        )
-        steps = self._planned_steps()
-        warmup = min(int(hp.warmup_ratio * steps), steps - 1)
-        self.plan = {"steps": steps, "warmup": warmup}
-        self.cosine = CosineAnnealingLR(optimizer, T_max=steps - warmup, eta_min=lr * hp.final_lr_ratio)
-        schedule: LRScheduler = self.cosine
-        if warmup:
-            rise = LinearLR(optimizer, start_factor=1 / (warmup + 1), total_iters=warmup)
-            schedule = SequentialLR(optimizer, [rise, schedule], milestones=[warmup])
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        hp, world = self.hparams, self.trainer.world_size
+        factor = self.lr_factor(world)
+        frozen = self.freezing.names if self.freezing else set()
+        groups = optimization.param_groups(self.net, frozen, hp.norm_weight_decay)
+        optimizer = optimization.build_optimizer(self.optimizer, groups, factor)
+        lr = optimizer.param_groups[0]["lr"]
+        rank_zero_info(f"lr {lr:g} = {lr / factor:g} with {hp.lr_scaling} scaling to world size {world}")
+        self.plan = {"optimizer": type(optimizer).__name__, "scheduler": None}
+        if self.scheduler is None:
+            return {"optimizer": optimizer}
+        length = self._planned_length()
+        scheduler = optimization.build_scheduler(self.scheduler, optimizer, length, factor)
+        self.plan.update(scheduler=type(scheduler).__name__, length=length, interval=hp.scheduler_interval)
+        config = {"scheduler": scheduler, "interval": hp.scheduler_interval}
+        if optimization.steps_per_validation(scheduler):
+            every = self.trainer.check_val_every_n_epoch or 1
+            config.update(interval="epoch", frequency=every, monitor=hp.scheduler_monitor)
+        return {"optimizer": optimizer, "lr_scheduler": config}
 
-    def _planned_steps(self) -> int:
-        return max(1, int(self.trainer.estimated_stepping_batches))
+    def _planned_length(self) -> int:
+        """The run's length in scheduler steps: optimizer steps, or epochs."""
+        steps = max(1, int(self.trainer.estimated_stepping_batches))
+        if self.hparams.scheduler_interval == "step":
+            return steps
+        epochs, per_epoch = self.trainer.max_epochs, max(1, self.trainer.num_training_batches)
+        return epochs if epochs and epochs > 0 else max(1, -(-steps // per_epoch))
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["lr_plan"] = self.plan
@@ -202,7 +265,7 @@ class ImageClassifier(LightningModule):
     def on_train_epoch_start(self) -> None:
         if self.freezing:  # the epoch may be the unfreeze epoch
             self.freezing.set_modes(self.current_epoch)
-            self.freezing.set_lrs(self.optimizers().optimizer, self.current_epoch, self.hparams.weight_decay)
+            self.freezing.set_lrs(self.optimizers().optimizer, self.current_epoch)
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         if self.freezing:
@@ -211,18 +274,28 @@ class ImageClassifier(LightningModule):
     def lr_scheduler_step(self, scheduler: LRScheduler, metric: object = None) -> None:
         super().lr_scheduler_step(scheduler, metric)
         if self.freezing:
-            self.freezing.set_lrs(self.optimizers().optimizer, self.current_epoch, self.hparams.weight_decay)
+            self.freezing.set_lrs(self.optimizers().optimizer, self.current_epoch)
 
     def on_train_start(self) -> None:
         self.on_train_epoch_start()  # a resume mid-epoch does not call it
+        old = self.resumed_plan
+        if not old or self.scheduler is None or old.get("length") == self.plan["length"]:
+            return
         # A resume restores the schedule as it was planned; a run made longer or shorter since would
-        # follow the old cosine past its end, where the lr climbs back up. Set at the restored lr, the
-        # cosine's length only shapes what is left of it: it goes on from that lr to its floor at the new end.
-        old, steps = self.resumed_plan, self._planned_steps()
-        if old and old["steps"] != steps:
-            self.cosine.T_max = max(1, steps - old["warmup"])
-            self.plan = {"steps": steps, "warmup": old["warmup"]}
-            rank_zero_info(
-                f"lr schedule: this run now ends at step {steps} (planned: {old['steps']}); the cosine "
-                f"goes on from lr {self.optimizers().param_groups[0]['lr']:.4g} to its floor there"
+        # follow it past its end (a cosine climbs back up). Set at the restored lr, the cosine's length
+        # only shapes what is left of it: it goes on from that lr to its floor at the new end.
+        scheduler, length, unit = self.lr_schedulers(), self.plan["length"], self.plan["interval"]
+        if hasattr(scheduler, "set_length"):
+            scheduler.set_length(length)
+        elif isinstance(scheduler, torch.optim.lr_scheduler.CosineAnnealingLR):
+            scheduler.T_max = length
+        else:
+            raise ModelError(
+                f"{type(scheduler).__name__} was planned for {old['length']} {unit}s and cannot be "
+                f"stretched to this run's {length}: resume with the run's length, or start a new run "
+                "from its weights with --model.init_from"
             )
+        rank_zero_info(
+            f"lr schedule: this run now ends at {unit} {length} (planned: {old['length']}); the cosine "
+            f"goes on from lr {self.optimizers().param_groups[0]['lr']:.4g} to its floor there"
+        )

@@ -37,7 +37,7 @@ def fit(tmp_path, name: str, *args: str):
     cwd = tmp_path / name
     # lr 0.05: at the default 0.01 these 48 steps leave the test accuracy at chance (0.12), CPU or GPU.
     long = ["--trainer.max_epochs=3", "--trainer.limit_train_batches=1.0", "--data.batch_size=32"]
-    long.append("--model.lr=0.05")
+    long.append("--model.optimizer.lr=0.05")
     check(run_process("fit", *GPU, *long, *args, cwd=cwd))
     return run_folder(cwd), logged(run_folder(cwd))
 

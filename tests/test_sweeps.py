@@ -32,7 +32,8 @@ def load(name: str) -> dict:
 
 
 def draw(config: dict, runs: tuple = ()) -> dict:
-    """The engine's next suggestion, as the agent receives it (JSON): ``{"model.lr": {"value": 0.01}}``."""
+    """The engine's next suggestion, as the agent receives it (JSON): ``{"model.optimizer.lr": {"value":
+    0.01}}``."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # scikit-learn's convergence notes on a tiny history
         suggested = sweeps.next_run(config, list(runs)).config
@@ -180,10 +181,9 @@ def test_every_ddp_rank_of_a_trial_gets_the_drawn_values(tmp_path, monkeypatch):
     for rank in (0, 1):
         seen = json.loads((tmp_path / "probe" / f"rank{rank}.json").read_text())
         assert seen["world_size"] == 2
-        assert seen["hparams"]["lr"] == values["model.lr"]
-        assert seen["hparams"]["warmup_ratio"] == values["model.warmup_ratio"]
-        assert seen["optimizer"]["initial_lr"] == pytest.approx(2 * values["model.lr"])  # linear scaling
-        assert seen["optimizer"]["weight_decay"] == values["model.weight_decay"]
+        assert seen["optimizer"]["initial_lr"] == pytest.approx(2 * values["model.optimizer.lr"])  # linear
+        assert seen["optimizer"]["weight_decay"] == values["model.optimizer.weight_decay"]
+        assert seen["warmup_ratio"] == values["model.scheduler.warmup_ratio"]
         assert seen["batch_size"] == values["data.batch_size"]
     run = run_folder(tmp_path)
     saved = yaml.safe_load((run / "config.yaml").read_text())

@@ -69,5 +69,5 @@ class StopOnNonFiniteLoss(Callback):
                 if kept.is_file()
                 else "no checkpoint was saved before it"
             )
-            + "; lower --model.lr (or check the data) and resume with --ckpt_path last"
+            + "; lower --model.optimizer.lr (or check the data) and resume with --ckpt_path last"
         )

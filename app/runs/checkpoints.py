@@ -13,6 +13,7 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from app.errors import CheckpointWriteError, UsageError
+from models.optimization import class_of
 
 TEMP_MARK = ".tmp-"  # in the names of files being written
 
@@ -132,7 +133,7 @@ def check_checkpoint(path: str) -> None:
 
 
 # Hyperparameters that shape the optimizer's parameter groups: a resume must keep them.
-OPTIMIZER_LAYOUT = ("freeze",)
+OPTIMIZER_LAYOUT = ("freeze", "norm_weight_decay")
 
 
 def check_fits(path: str, model: torch.nn.Module, resume: bool = False) -> None:
@@ -168,6 +169,29 @@ def check_fits(path: str, model: torch.nn.Module, resume: bool = False) -> None:
                     f"optimizer cannot continue; resume with its setting, or start a new run from its "
                     f"weights with --model.init_from {path}"
                 )
+        plan, mine = checkpoint.get("lr_plan") or {}, recipe_of(model)
+        if "optimizer" not in plan:
+            raise UsageError(
+                f"--ckpt_path {path} was written before the optimizer was configurable: its schedule's "
+                f"state cannot be read; start a new run from its weights with --model.init_from {path}"
+            )
+        for key in ("optimizer", "scheduler"):
+            there = plan[key]
+            if there != mine[key]:
+                raise UsageError(
+                    f"--ckpt_path {path} was trained with --model.{key} {there}, this run has {mine[key]}: "
+                    f"resume with its {key}, or start a new run from its weights: --model.init_from {path}"
+                )
+
+
+def recipe_of(model: torch.nn.Module) -> dict[str, str | None]:
+    """The class names of the optimizer and schedule ``model`` is configured with."""
+    names = {}
+    for key in ("optimizer", "scheduler"):
+        factory = getattr(model, key, None)
+        cls = class_of(factory) if factory is not None else None
+        names[key] = cls.__name__ if cls else None
+    return names
 
 
 def _as_list(value: Any) -> list:

@@ -77,7 +77,7 @@ def test_print_config_round_trips(tmp_path):
     first = run_app(
         "fit",
         "--print_config",
-        "--model.lr=0.2",
+        "--model.optimizer.lr=0.2",
         "--data.val_size=0.2",  # PositiveInt | OpenUnitInterval: not written as 0
         configs=("configs/cifar10_resnet.yaml",),
         shrink=False,

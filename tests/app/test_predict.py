@@ -24,7 +24,7 @@ BATCH = "--data.batch_size=32"  # several batches, and shards of unequal length 
 
 def fitted(cwd: Path, *args: str) -> Path:
     """The last checkpoint of a tiny fit run in ``cwd``."""
-    check(run_app("fit", *args, "--model.lr=0.05", "--test_after_fit=false", cwd=cwd))
+    check(run_app("fit", *args, "--model.optimizer.lr=0.05", "--test_after_fit=false", cwd=cwd))
     return run_folder(cwd) / "checkpoints" / "last.ckpt"
 
 

@@ -155,7 +155,8 @@ def test_both_loaders_train_to_the_same_accuracy(photos, tmp_path):
         data = ["--data=ImageFolderDataModule", "--data.batch_size=8", "--trainer.max_epochs=3"]
         # The summary on, as users run it: its example input goes through the DataModule's hooks.
         data += ["--trainer.enable_model_summary=true"]
-        check(run_app("fit", *data, *args, "--model.net=FastCNN", "--model.lr=0.05", cwd=tmp_path / loader))
+        data += ["--model.net=FastCNN", "--model.optimizer.lr=0.05"]
+        check(run_app("fit", *data, *args, cwd=tmp_path / loader))
         accuracy[loader] = logged(run_folder(tmp_path / loader))["test/acc"][-1]
     assert accuracy["resident"] >= 0.9 and accuracy["torch"] >= 0.9, accuracy
 

@@ -8,7 +8,7 @@ from lightning import Callback, LightningModule, Trainer
 
 class RecipeProbe(Callback):
     """Writes ``FOLDER/rank{R}.json`` when training starts: the module's hyperparameters, what its
-    optimizer was built with, and the DataModule's batch size.
+    optimizer and schedule were built with, and the DataModule's batch size.
 
     Args:
         folder: where the files go.
@@ -22,6 +22,7 @@ class RecipeProbe(Callback):
         seen = {
             "hparams": {k: v for k, v in pl_module.hparams.items() if isinstance(v, int | float | str)},
             "optimizer": {"initial_lr": group["initial_lr"], "weight_decay": group["weight_decay"]},
+            "warmup_ratio": pl_module.scheduler.keywords.get("warmup_ratio"),
             "batch_size": trainer.datamodule.batch_size,
             "world_size": trainer.world_size,
         }

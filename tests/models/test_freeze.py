@@ -1,5 +1,7 @@
 """``--model.freeze`` with ``--model.unfreeze_at_epoch``: fixed until then, on every rank, across a resume."""
 
+import functools
+
 import pytest
 import torch
 from helpers.cli import (
@@ -16,7 +18,7 @@ from helpers.cli import (
 )
 from helpers.data_files import write_photo_folder
 
-from models import FastCNN, ImageClassifier, ModelError
+from models import FastCNN, ImageClassifier, ModelError, optimization
 from models.freezing import frozen_names
 
 # FastCNN: BatchNorm in the frozen part, whose running statistics must stay fixed too.
@@ -94,24 +96,28 @@ def test_a_resume_after_the_unfreeze_epoch_ends_as_an_uninterrupted_run(mnist_ro
     assert max_difference(resumed["weights"], whole["weights"]) == 0
 
 
-def test_sgd_leaves_frozen_tensors_alone_and_unfreezing_sets_the_group_lr():
-    """Gradients, momentum and weight decay move nothing while frozen; then lr is ratio x the head's."""
+@pytest.mark.parametrize("optimizer_class", [torch.optim.SGD, torch.optim.AdamW])
+def test_the_optimizer_leaves_frozen_tensors_alone_and_unfreezing_sets_the_group_lr(optimizer_class):
+    """Gradients, momentum (Adam's moments) and weight decay move nothing while frozen; then lr is
+    ratio x the head's and the group gets its weight decay back."""
     model = ImageClassifier(FastCNN(), freeze=["features"], unfreeze_at_epoch=1, backbone_lr_ratio=0.25)
     freezing = model.freezing
-    optimizer = torch.optim.SGD(freezing.param_groups(5e-3), lr=0.1, momentum=0.9)
+    groups = optimization.param_groups(model.net, freezing.names, norm_weight_decay=None)
+    factory = functools.partial(optimizer_class, lr=0.1, weight_decay=5e-3)
+    optimizer = optimization.build_optimizer(factory, groups, factor=1.0)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     for _ in range(3):
         model.net(torch.randn(4, 1, 28, 28)).sum().backward()
         freezing.drop_grads(epoch=0)
-        freezing.set_lrs(optimizer, epoch=0, weight_decay=5e-3)
+        freezing.set_lrs(optimizer, epoch=0)
         optimizer.step()
     frozen = [
         k for k in before if k.startswith("net.features.") and "running" not in k and "num_batches" not in k
     ]
     assert all(torch.equal(before[k], model.state_dict()[k]) for k in frozen)
     assert not torch.equal(before["net.head.0.weight"], model.net.head[0].weight)
-    assert not any(p in optimizer.state for p in model.net.features.parameters())  # no momentum kept
-    freezing.set_lrs(optimizer, epoch=1, weight_decay=5e-3)
+    assert not any(p in optimizer.state for p in model.net.features.parameters())  # no state kept
+    freezing.set_lrs(optimizer, epoch=1)
     assert [g["lr"] for g in optimizer.param_groups] == [0.1, 0.025]
     assert optimizer.param_groups[1]["weight_decay"] == 5e-3
 

@@ -1,5 +1,6 @@
 """ImageClassifier in a real Trainer: the recipe's optimizer and its lr schedule."""
 
+import functools
 import math
 
 import pytest
@@ -8,6 +9,16 @@ from lightning import Callback, Trainer
 
 from data import MNISTDataModule
 from models import ImageClassifier, MnistCNN
+from models.schedules import WarmupCosineLR
+
+
+def sgd(**options) -> functools.partial:
+    """What ``--model.optimizer SGD --model.optimizer.X ...`` gives the model."""
+    return functools.partial(torch.optim.SGD, **{"momentum": 0.9, "weight_decay": 5e-3, **options})
+
+
+def cosine(**options) -> functools.partial:
+    return functools.partial(WarmupCosineLR, **options)
 
 
 def quiet_trainer(tmp_path, **options) -> Trainer:
@@ -17,7 +28,7 @@ def quiet_trainer(tmp_path, **options) -> Trainer:
 
 
 def test_sgd_recipe_and_cosine_decay_over_the_whole_run(mnist_root, tmp_path):
-    model = ImageClassifier(MnistCNN(), lr=0.1, final_lr_ratio=0.1)
+    model = ImageClassifier(MnistCNN(), optimizer=sgd(lr=0.1), scheduler=cosine(final_lr_ratio=0.1))
     dm = MNISTDataModule(root=str(mnist_root), download=False, batch_size=64, num_workers=0, val_size=128)
     trainer = quiet_trainer(tmp_path, max_epochs=2, limit_train_batches=3)
     trainer.fit(model, dm)
@@ -42,7 +53,11 @@ class LearningRates(Callback):
 
 
 def test_linear_warmup_then_cosine_to_the_final_lr(mnist_root, tmp_path):
-    model = ImageClassifier(MnistCNN(), lr=0.1, nesterov=True, warmup_ratio=0.25, final_lr_ratio=0.0)
+    model = ImageClassifier(
+        MnistCNN(),
+        optimizer=sgd(lr=0.1, nesterov=True),
+        scheduler=cosine(warmup_ratio=0.25, final_lr_ratio=0),
+    )
     dm = MNISTDataModule(root=str(mnist_root), download=False, batch_size=64, num_workers=0, val_size=128)
     rates = LearningRates()
     trainer = quiet_trainer(
@@ -78,5 +93,5 @@ def test_compile_keeps_checkpoint_keys():
 )
 def test_lr_grows_with_the_world_size_as_lr_scaling_says(scaling, factors):
     """Worlds of 1, 4 and 64 processes; a real 2-process run is in app/distributed/test_distributed.py."""
-    model = ImageClassifier(MnistCNN(), lr=0.01, lr_scaling=scaling)
+    model = ImageClassifier(MnistCNN(), optimizer=sgd(lr=0.01), lr_scaling=scaling)
     assert [model.scaled_lr(world) for world in (1, 4, 64)] == pytest.approx([0.01 * f for f in factors])

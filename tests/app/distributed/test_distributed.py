@@ -39,7 +39,8 @@ CPU2 = ["--trainer.accelerator=cpu", "--trainer.devices=2"]
 def single_2b(mnist_root, tmp_path_factory):
     """One process at batch 128 with lr 0.02: the reference for 2 processes at batch 64, lr 0.01 x 2."""
     cwd = tmp_path_factory.mktemp("single")
-    args = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--data.batch_size=128", "--model.lr=0.02"]
+    args = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--data.batch_size=128"]
+    args.append("--model.optimizer.lr=0.02")
     check(
         run_app(
             "fit", *args, f"--data.root={mnist_root}", "--test_after_fit=false", probe(cwd / "probe"), cwd=cwd
@@ -62,7 +63,7 @@ def fit_logged_to_wandb(cwd: Path, *args: str, launcher: tuple[str, ...] = ()) -
 
 @pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
 def test_two_processes_at_b_match_one_at_2b_in_one_wandb_run(strategy, single_2b, mnist_root, tmp_path):
-    args = [*CPU2, f"--trainer.strategy={strategy}", "--data.batch_size=64", "--model.lr=0.01"]
+    args = [*CPU2, f"--trainer.strategy={strategy}", "--data.batch_size=64", "--model.optimizer.lr=0.01"]
     fit_logged_to_wandb(
         tmp_path, *args, f"--data.root={mnist_root}", "--test_after_fit=false", probe(tmp_path)
     )
@@ -80,7 +81,8 @@ def test_uneven_shards_run_the_same_steps_on_every_rank_at_the_scaled_lr(mnist_r
     by the square root of the world size (the modes' arithmetic is in tests/models/test_training.py)."""
     args = [*CPU2, "--trainer.strategy=ddp", "--data.batch_size=64", "--data.val_size=339"]
     args += ["--trainer.limit_train_batches=1.0", "--trainer.max_epochs=2", "--test_after_fit=false"]
-    args += ["--model.lr_scaling=sqrt", "--model.lr=0.01", "--trainer.callbacks+=LearningRateMonitor"]
+    args += ["--model.lr_scaling=sqrt", "--model.optimizer.lr=0.01"]
+    args.append("--trainer.callbacks+=LearningRateMonitor")
     result = run_process("fit", *args, f"--data.root={mnist_root}", probe(tmp_path), cwd=tmp_path)
     check(result)
     assert load_probe(tmp_path, "end", 0)["global_step"] == load_probe(tmp_path, "end", 1)["global_step"] == 6
@@ -114,7 +116,7 @@ def torchrun(*options: str) -> tuple[str, ...]:
 
 def test_torchrun_launches_the_same_training_in_one_wandb_run(single_2b, mnist_root, tmp_path):
     """torchrun starts the 2 processes itself; Lightning must join them, not launch its own."""
-    args = [*CPU2, "--trainer.strategy=ddp", "--data.batch_size=64", "--model.lr=0.01"]
+    args = [*CPU2, "--trainer.strategy=ddp", "--data.batch_size=64", "--model.optimizer.lr=0.01"]
     args += [f"--data.root={mnist_root}", "--test_after_fit=false", probe(tmp_path)]
     output = fit_logged_to_wandb(tmp_path, *args, launcher=torchrun("--nproc_per_node=2"))
     assert output.count("Initializing distributed: GLOBAL_RANK") == 2
@@ -225,9 +227,10 @@ def test_sync_batchnorm_flag_makes_two_processes_match_one_with_resnet(mnist_roo
     """ResNet has BatchNorm: with --trainer.sync_batchnorm each rank normalizes over the global batch."""
     common = [f"--data.root={mnist_root}", "--model.net=ResNet", "--model.net.depth=8"]
     common += ["--test_after_fit=false"]
-    one = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--data.batch_size=128", "--model.lr=0.02"]
+    one = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--data.batch_size=128"]
+    one.append("--model.optimizer.lr=0.02")
     check(run_app("fit", *one, *common, probe(tmp_path / "one"), cwd=tmp_path / "one"))
-    two = [*CPU2, "--data.batch_size=64", "--model.lr=0.01", *common, probe(tmp_path / "two")]
+    two = [*CPU2, "--data.batch_size=64", "--model.optimizer.lr=0.01", *common, probe(tmp_path / "two")]
     check(run_process("fit", *two, configs=("configs/ddp.yaml",), cwd=tmp_path))
     single, ranks = (
         load_probe(tmp_path / "one", "end", 0),

@@ -137,7 +137,7 @@ def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_checkpoint(mnist_r
     assert result.stderr.strip().splitlines()[-1] == (
         "error: the training loss is nan at step 8; "
         f"the last good checkpoint is {last.relative_to(tmp_path)}; "
-        "lower --model.lr (or check the data) and resume with --ckpt_path last"
+        "lower --model.optimizer.lr (or check the data) and resume with --ckpt_path last"
     )
     saved = torch.load(last, weights_only=True)
     assert saved["global_step"] == 6

@@ -1,0 +1,105 @@
+"""The optimizer and lr schedule a config names, fitted to the run.
+
+``--model.optimizer`` and ``--model.scheduler`` are LightningCLI callables (class_path + init_args):
+this module gives them the parameter groups (frozen, without weight decay), scales every learning
+rate to the world size, and passes a schedule its length.
+"""
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
+
+from models.errors import ModelError
+from models.schedules import LENGTHS
+
+# Scheduler arguments that are learning rates: scaled with the optimizer's lr.
+LRS = ("max_lr", "base_lr", "eta_min", "min_lr")
+NORMS = (nn.modules.batchnorm._BatchNorm, nn.GroupNorm, nn.LayerNorm, nn.modules.instancenorm._InstanceNorm)
+
+
+def class_of(factory: Callable) -> type | None:
+    """The class a callable builds: a class, or the class a ``functools.partial`` wraps (jsonargparse
+    gives a partial of its instantiator, the class and the init args)."""
+    if inspect.isclass(factory):
+        return factory
+    if isinstance(factory, functools.partial):
+        return next((c for c in (factory.func, *factory.args) if inspect.isclass(c)), None)
+    return None
+
+
+def given(factory: Callable) -> dict[str, Any]:
+    """The keyword arguments a callable was configured with (none for a plain class)."""
+    return dict(factory.keywords) if isinstance(factory, functools.partial) else {}
+
+
+def param_groups(net: nn.Module, frozen: set[str], norm_weight_decay: float | None) -> list[dict]:
+    """The optimizer's parameter groups: trained, then ``frozen`` (see ``Freezing``), each split where
+    ``norm_weight_decay`` is set: the norm layers' weights and every bias get that weight decay instead
+    of the optimizer's. Each group says whether it is ``frozen``."""
+    norm_params = {
+        f"{m}.{p}" if m else p
+        for m, module in net.named_modules()
+        if isinstance(module, NORMS)
+        for p, _ in module.named_parameters(recurse=False)
+    }
+    groups: dict[tuple[bool, bool], list[nn.Parameter]] = {}
+    for name, param in net.named_parameters():
+        exempt = norm_weight_decay is not None and (name in norm_params or name.endswith("bias"))
+        groups.setdefault((name in frozen, exempt), []).append(param)
+    return [
+        {"params": params, "frozen": is_frozen, **({"weight_decay": norm_weight_decay} if exempt else {})}
+        for (is_frozen, exempt), params in sorted(groups.items())
+    ]
+
+
+def build_optimizer(factory: Callable, groups: list[dict], factor: float) -> Optimizer:
+    """``factory(groups)`` with every group's lr multiplied by ``factor`` (see ``lr_scaling``); each
+    group keeps its weight decay as ``decay``, for a frozen group to get it back when unfrozen."""
+    optimizer = factory(groups)
+    for group in optimizer.param_groups:
+        group["lr"] *= factor
+        group["decay"] = group.get("weight_decay", 0.0)
+    return optimizer
+
+
+def build_scheduler(factory: Callable, optimizer: Optimizer, length: int, factor: float) -> LRScheduler:
+    """``factory(optimizer)`` with the run's ``length`` where the class takes one, and its
+    learning-rate arguments (``max_lr``, ``eta_min``...) scaled by ``factor`` like the optimizer's."""
+    cls = class_of(factory)
+    params = inspect.signature(cls).parameters if cls else {}
+    kwargs, set_ = {}, given(factory)
+    for name in LENGTHS:
+        if name in params and set_.get(name) is None:
+            kwargs[name] = length
+    for name in LRS:
+        value = set_.get(name, params[name].default if name in params else None)
+        if isinstance(value, int | float) and value:
+            kwargs[name] = value * factor
+        elif isinstance(value, list | tuple):
+            kwargs[name] = [v * factor for v in value]
+    return factory(optimizer, **kwargs)
+
+
+def try_out(optimizer: Callable, scheduler: Callable | None) -> None:
+    """Build the optimizer and schedule once on a stand-in parameter: a value they refuse (a negative
+    lr, OneCycleLR without max_lr) is a one-line :class:`ModelError` before anything runs."""
+    for name, build in (("optimizer", optimizer), ("scheduler", scheduler)):
+        try:
+            if name == "optimizer":
+                built = build([nn.Parameter(torch.zeros(1))])
+            elif build is not None:
+                build_scheduler(build, built, length=2, factor=1.0)
+        except (ValueError, TypeError) as err:
+            cls = class_of(build)
+            raise ModelError(f"--model.{name} {cls.__name__ if cls else build}: {err}") from None
+
+
+def steps_per_validation(scheduler: object) -> bool:
+    """Whether a scheduler steps on a validation metric (ReduceLROnPlateau) rather than on time."""
+    return isinstance(scheduler, ReduceLROnPlateau)
