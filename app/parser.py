@@ -150,15 +150,15 @@ def class_problem(message: str) -> str | None:
         if several:
             return f"--{key} {name} names several classes: give one of {several[1]}"
         names = sorted({c.__name__ for c in _subclasses(key)})
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
-        close += [n for n in names if n.lower() == name.lower() and n not in close]
-        hint = f"; close: {', '.join(close)}" if close else "; give a class by its import path"
-        return f"--{key} {name} is not a class it takes{hint}"
+        same = [n for n in names if n.lower() == name.lower()]
+        close = same + [n for n in difflib.get_close_matches(name, names, n=3, cutoff=0.6) if n not in same]
+        hint = f"close: {', '.join(close)}" if close else "give your own class by its import path"
+        return f"--{key} {name}: no such class; {hint}"
     chosen = re.search(r"class_path='([\w.]+)'", rest)
     cls = chosen[1].rsplit(".", 1)[-1] if chosen else None
     option = re.match(r"Option '(\w+)' is not accepted", rest)
     if option and chosen:
-        known = list(vars(class_defaults(chosen[1])))
+        known = [name for name in vars(class_defaults(chosen[1])) if name != "params"]
         close = difflib.get_close_matches(option[1], known, n=3, cutoff=0.6)
         return f"--{key}.{option[1]} is not an option of {cls}; its options: {', '.join(close or known)}"
     required = re.match(r"the following arguments are required: ([\w, ]+)", rest)
