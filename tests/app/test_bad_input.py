@@ -120,7 +120,11 @@ def test_a_batch_larger_than_a_process_share_is_one_line(args, share, mnist_root
     ("args", "config", "expected"),
     [
         (["--trainer.devices=0"], None, "error: `Trainer(devices='0')` value is not a valid input"),
-        (["--model.lrr=0.1"], None, "error: unrecognized arguments: --model.lrr=0.1; close: --model.lr"),
+        (
+            ["--model.label_smothing=0.1"],
+            None,
+            "error: unrecognized arguments: --model.label_smothing=0.1; close: --model.label_smoothing",
+        ),
         (
             ["--trainer.devics=2"],
             None,
@@ -136,10 +140,14 @@ def test_a_batch_larger_than_a_process_share_is_one_line(args, share, mnist_root
         ([], "model:\n  lr: [0.1\n", "error: Problems parsing config: while parsing a flow sequence in line"),
         (
             [],
-            "model:\n  lrr: 0.1\n",
-            "error: Subcommand 'fit' does not accept option 'model.lrr'; close: model.lr",
+            "model:\n  lr_scalng: sqrt\n",
+            "error: Subcommand 'fit' does not accept option 'model.lr_scalng'; close: model.lr_scaling",
         ),
-        ([], "model:\n  lr: -0.1\n", "error: --model.lr must be a number > 0, got -0.1"),
+        (
+            [],
+            "model:\n  label_smoothing: -0.1\n",
+            "error: --model.label_smoothing must be a number in [0, 1), got -0.1",
+        ),
     ],
     ids=[
         "devices=0",
@@ -179,14 +187,13 @@ OUT_OF_RANGE = [
     ("--data.val_size=0", "an integer > 0 or a number in (0, 1)"),
     ("--data.val_size=1.5", "an integer > 0 or a number in (0, 1)"),
     ("--data.val_size=-0.2", "an integer > 0 or a number in (0, 1)"),
-    ("--model.lr=0", "a number > 0"),
-    ("--model.lr=-0.01", "a number > 0"),
-    ("--model.momentum=1", "a number in [0, 1)"),
-    ("--model.weight_decay=-1e-4", "a number >= 0"),
-    ("--model.final_lr_ratio=1.5", "a number in [0, 1]"),
-    ("--model.warmup_ratio=1", "a number in [0, 1)"),
-    ("--model.warmup_ratio=-0.1", "a number in [0, 1)"),
+    ("--model.scheduler.final_lr_ratio=1.5", "a number in [0, 1]"),
+    ("--model.scheduler.warmup_ratio=1", "a number in [0, 1)"),
+    ("--model.scheduler.warmup_ratio=-0.1", "a number in [0, 1)"),
     ("--model.label_smoothing=1", "a number in [0, 1)"),
+    ("--model.mixup_alpha=0", "a number > 0 or null"),
+    ("--model.cutmix_alpha=-1", "a number > 0 or null"),
+    ("--model.norm_weight_decay=-1e-4", "a number >= 0 or null"),
     ("--model.lr_scaling=cubic", "one of 'none', 'linear', 'sqrt'"),
     ("--last_checkpoint.every_n_steps=-1", "an integer >= 0"),
     ("--nan_stop.check_every_n_steps=0", "an integer > 0 or null"),
@@ -210,8 +217,8 @@ def test_a_value_out_of_its_range_is_one_line_before_anything_runs(flag, allowed
 def test_help_shows_the_ranges(tmp_path):
     text = run_app("fit", "--help", shrink=False, cwd=tmp_path).stdout
     for flag, kind in [
-        ("model.lr", "PositiveFloat"),
-        ("model.momentum", "RightOpenUnitInterval"),
+        ("model.label_smoothing", "RightOpenUnitInterval"),
+        ("model.mixup_alpha", "PositiveFloat | null"),
         ("trainer.collective_timeout", "PositiveInt"),
         ("nan_stop.check_every_n_steps", "PositiveInt | null"),
     ]:
@@ -321,3 +328,31 @@ def test_a_freeze_pattern_matching_nothing_is_one_line(tmp_path):
         "features.1, features.2, features.3, features.4, features.5, features.6, ... (16 in all) "
         "(or 'backbone': all but the classifier)"
     )
+
+
+# The recipe's classes, chosen by name: what the parser or the class refuses, before any file is written.
+RECIPE = [
+    (["--model.optimizer=Adamw"], "--model.optimizer Adamw: no such class; close: AdamW, Adam"),
+    (["--model.scheduler=Cosine"], "--model.scheduler Cosine: no such class; close: WarmupCosineLR"),
+    (
+        ["--model.optimizer=Adam", "--model.optimizer.momentum=0.9"],
+        "--model.optimizer.momentum is not an option of Adam; its options: ",
+    ),
+    (["--model.scheduler=OneCycleLR"], "--model.scheduler needs --model.scheduler.max_lr"),
+    (["--model.optimizer.lr=-0.01"], "--model.optimizer SGD: Invalid learning rate: -0.01"),
+    (
+        ["--model.scheduler=torch.optim.lr_scheduler.ReduceLROnPlateau", "--model.scheduler_monitor=val/f1"],
+        "--model.scheduler_monitor val/f1 is never logged: ReduceLROnPlateau can watch val/loss, val/acc",
+    ),
+    (
+        ["--model.class_weights=[1, 2]"],
+        "--model.class_weights has 2 weights, the data has 10 classes: give one per class, or 'balanced'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), RECIPE, ids=[" ".join(args) for args, _ in RECIPE])
+def test_a_recipe_class_or_value_it_refuses_is_one_line_and_writes_nothing(args, expected, tmp_path):
+    result = run_app("fit", *args, shrink=False, cwd=tmp_path)
+    assert error_line(result).startswith(f"error: {expected}")
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.*"))
