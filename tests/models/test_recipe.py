@@ -1,0 +1,107 @@
+"""The recipe as configuration: any optimizer and schedule from the command line, fitted to the run."""
+
+import functools
+import math
+
+import pytest
+import torch
+from helpers.cli import check, logged, run_app, run_folder
+
+from models import ImageClassifier, MnistCNN, ResNet, optimization
+
+LR_MONITOR = ["--trainer.callbacks+=LearningRateMonitor", "--trainer.callbacks.logging_interval=step"]
+
+
+def hand_chained(lr: float, steps: int, warmup: int, final: float, longer: int | None = None) -> list[float]:
+    """The lr of each step as the template built it by hand before the schedule was configurable:
+    torch's LinearLR then CosineAnnealingLR; ``longer``: the cosine stretched at the end of ``steps``."""
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([param], lr=lr)
+    cosine = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps - warmup, eta_min=lr * final)
+    schedule = cosine
+    if warmup:
+        rise = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=1 / (warmup + 1), total_iters=warmup)
+        schedule = torch.optim.lr_scheduler.SequentialLR(optimizer, [rise, cosine], milestones=[warmup])
+    seen = []
+    for step in range(longer or steps):
+        if step == steps:
+            cosine.T_max = longer - warmup
+        seen.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    return seen
+
+
+@pytest.mark.parametrize("warmup_ratio", [0.0, 0.25])
+def test_the_default_recipe_gives_the_lr_of_the_hand_built_schedule_at_every_step(
+    warmup_ratio, mnist_root, tmp_path
+):
+    """8 steps, then the same run resumed for 16: every lr within 1e-7 of the hand-chained one."""
+    args = [f"--data.root={mnist_root}", "--test_after_fit=false", *LR_MONITOR]
+    args += [f"--model.scheduler.warmup_ratio={warmup_ratio}", "--model.optimizer.lr=0.1"]
+    check(run_app("fit", *args, "--trainer.max_epochs=2", cwd=tmp_path))
+    check(run_app("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=last", cwd=tmp_path))
+    seen = logged(run_folder(tmp_path))["lr-SGD"]
+    expected = hand_chained(0.1, steps=8, warmup=int(warmup_ratio * 8), final=0.1, longer=16)
+    assert len(seen) == 16
+    assert max(abs(a - b) for a, b in zip(seen, expected, strict=True)) < 1e-7
+
+
+def test_a_schedule_gets_the_run_length_and_scaled_lrs_it_takes(mnist_root, tmp_path):
+    """CosineAnnealingLR's T_max is the run's 8 steps: its eta_min is reached at the end."""
+    args = [f"--data.root={mnist_root}", "--test_after_fit=false", "--trainer.max_epochs=2", *LR_MONITOR]
+    args += ["--model.optimizer=AdamW", "--model.optimizer.lr=0.004"]
+    args += ["--model.scheduler=CosineAnnealingLR", "--model.scheduler.eta_min=0.001"]
+    check(run_app("fit", *args, cwd=tmp_path))
+    seen = logged(run_folder(tmp_path))["lr-AdamW"]
+    assert seen[0] == pytest.approx(0.004)
+    assert seen[-1] == pytest.approx(0.001 + 0.003 * (1 + math.cos(math.pi * 7 / 8)) / 2)
+
+
+def test_reduce_on_plateau_steps_after_each_validation_on_its_monitor(mnist_root, tmp_path):
+    """Watching val/loss for a rise (mode max) with no patience: the first validation sets the mark,
+    each later one (a fall) cuts the lr 10x."""
+    args = [f"--data.root={mnist_root}", "--test_after_fit=false", "--trainer.max_epochs=3", *LR_MONITOR]
+    args += ["--model.scheduler=torch.optim.lr_scheduler.ReduceLROnPlateau"]
+    args += [
+        "--model.scheduler.mode=max",
+        "--model.scheduler.patience=0",
+        "--model.scheduler_monitor=val/loss",
+    ]
+    check(run_app("fit", *args, cwd=tmp_path))
+    seen = logged(run_folder(tmp_path))["lr-SGD"]
+    assert seen == pytest.approx([0.01] * 8 + [0.001] * 4)
+
+
+def test_adamw_with_one_cycle_trains_fashion_mnist(fashion_mnist, tmp_path):
+    args = [f"--data.root={tmp_path / 'datasets'}", "--trainer.max_epochs=1"]
+    args += ["--model.optimizer=AdamW", "--model.optimizer.lr=0.001", "--model.optimizer.weight_decay=0.05"]
+    args += ["--model.scheduler=OneCycleLR", "--model.scheduler.max_lr=0.004"]
+    args += ["--trainer.limit_train_batches=120", "--data.batch_size=128", "--trainer.limit_test_batches=20"]
+    check(run_app("fit", *args, configs=("configs/fashion_mnist.yaml",), cwd=tmp_path))
+    assert logged(run_folder(tmp_path))["test/acc"][-1] > 0.75
+
+
+def test_norm_weight_decay_puts_norm_weights_and_biases_in_their_own_group():
+    net = ResNet(depth=8, in_channels=3, num_classes=10, image_size=32)
+    groups = optimization.param_groups(net, set(), norm_weight_decay=0.0)
+    sgd = functools.partial(torch.optim.SGD, lr=0.1, weight_decay=5e-3)
+    plain, exempt = optimization.build_optimizer(sgd, groups, factor=1.0).param_groups
+    assert plain["weight_decay"] == 5e-3 and exempt["weight_decay"] == 0.0
+    norms = [m for m in net.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    biases = [p for n, p in net.named_parameters() if n.endswith("bias")]
+    assert {id(p) for p in exempt["params"]} == {id(m.weight) for m in norms} | {id(p) for p in biases}
+    assert all(p.dim() > 1 for p in plain["params"])  # convolution and linear weights only
+
+
+def test_mixup_and_cutmix_train_on_soft_targets(mnist_root, tmp_path):
+    model = ImageClassifier(MnistCNN(), mixup_alpha=0.2, cutmix_alpha=1.0)
+    x, y = torch.rand(8, 1, 28, 28), torch.arange(8) % 10
+    mixed, soft = model.mix(x, y)
+    assert mixed.shape == x.shape and soft.shape == (8, 10)
+    assert torch.allclose(soft.sum(dim=1), torch.ones(8))
+    args = [f"--data.root={mnist_root}", "--model.mixup_alpha=0.2", "--model.cutmix_alpha=1.0"]
+    check(run_app("fit", *args, cwd=tmp_path))
+    metrics = logged(run_folder(tmp_path))
+    assert all(math.isfinite(v) for v in metrics["train/loss"])
+    assert "train/acc" not in metrics and "test/acc" in metrics
