@@ -3,14 +3,24 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup fashion-mnist train test lint format bench
+.PHONY: setup upgrade fashion-mnist train test lint format bench
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# The versions CI last passed with (constraints.txt); `make upgrade` takes the newest pyproject.toml allows.
+$(VENV)/.installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
-	$(PYTHON) -m pip install --quiet -e ".[dev]"
+	$(PYTHON) -m pip install --quiet -c constraints.txt -e ".[dev]"
 	touch $@
+
+upgrade:
+	rm -rf $(VENV)
+	python3 -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet --upgrade -e ".[dev]"
+	{ sed -n '1,2p' constraints.txt; $(PYTHON) -m pip freeze --exclude-editable | grep -v ' @ '; } > constraints.new
+	mv constraints.new constraints.txt
+	touch $(VENV)/.installed
+	$(MAKE) test
 
 # Debian's dataset-fashion-mnist package: the real Fashion-MNIST, installed without network.
 fashion-mnist:
