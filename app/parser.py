@@ -11,6 +11,7 @@ from jsonargparse.typing import register_type, registered_types
 from lightning.pytorch.cli import LightningArgumentParser
 
 from app.errors import fail
+from models.nets.net import Net
 
 # The parts of jsonargparse's account of a failed Union that do not help.
 NOISE = ("Does not validate", "Subtypes:", "Errors:", "Given value", "Expected a <class 'NoneType'>")
@@ -34,6 +35,12 @@ REFUSED = (
 )
 
 
+# The options that pick a class by name or import path, and the kind of class each takes.
+CHOSEN = {
+    "model.optimizer": (torch.optim.Optimizer, "torch.optim.Optimizer"),
+    "model.scheduler": (torch.optim.lr_scheduler.LRScheduler, "LR scheduler"),
+    "model.net": (Net, "nn.Module"),  # short names: the networks in models/nets/
+}
 # Where a config picks a class that users switch with a flag (--data CIFAR10DataModule).
 SWITCHED_CLASSES = ("data", "model.net")
 
@@ -149,14 +156,19 @@ def class_problem(message: str) -> str | None:
         several = re.search(r"Multiple subclasses with name \w+\. .*?: (.*?)\.?$", why)
         if several:
             return f"--{key} {name} names several classes: give one of {several[1]}"
-        names = sorted({c.__name__ for c in _subclasses(key)})
+        if key not in CHOSEN:
+            return None
+        base, kind = CHOSEN[key]
+        if "." in name:
+            return f"--{key} {name}: no {kind} class can be imported from there"
+        names = sorted({c.__name__ for c in _subclasses(base)})
         same = [n for n in names if n.lower() == name.lower()]
         close = same + [n for n in difflib.get_close_matches(name, names, n=3, cutoff=0.6) if n not in same]
         hint = f"close: {', '.join(close)}" if close else "give your own class by its import path"
         return f"--{key} {name}: no such class; {hint}"
-    chosen = re.search(r"class_path='([\w.]+)'", rest)
+    chosen = re.search(r"class_path[= ]'([\w.]+)'", rest)
     cls = chosen[1].rsplit(".", 1)[-1] if chosen else None
-    option = re.match(r"Option '(\w+)' is not accepted", rest)
+    option = re.search(r"Option '(\w+)' is not accepted", rest)
     if option and chosen:
         known = [name for name in vars(class_defaults(chosen[1])) if name != "params"]
         close = difflib.get_close_matches(option[1], known, n=3, cutoff=0.6)
@@ -170,9 +182,8 @@ def class_problem(message: str) -> str | None:
     return f"--{key}.{bad[1]} must be {allowed}, got {bad[3]}" if allowed else None
 
 
-def _subclasses(key: str) -> list[type]:
-    """The classes a ``--model.optimizer`` or ``--model.scheduler`` can name, imported so far."""
-    base = torch.optim.Optimizer if key.endswith("optimizer") else torch.optim.lr_scheduler.LRScheduler
+def _subclasses(base: type) -> list[type]:
+    """The subclasses of ``base`` imported so far, those that a short name can pick."""
     found, todo = [], [base]
     while todo:
         for sub in todo.pop().__subclasses__():

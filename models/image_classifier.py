@@ -36,7 +36,7 @@ def is_log_step(trainer: Trainer, every: int | None = None) -> bool:
 
 
 class ImageClassifier(LightningModule):
-    """Trains any :class:`Net` on (image, label) batches.
+    """Trains a network on (image, label) batches.
 
     The recipe is configuration (``configs/defaults.yaml``: the example MNIST script's SGD, momentum
     0.9, weight decay 5e-3, lr 0.01 along a cosine to 0.1 x lr, stepped every batch). Whatever the
@@ -44,7 +44,9 @@ class ImageClassifier(LightningModule):
     and a schedule that takes a length gets the run's.
 
     Args:
-        net: the network; its sizes come from the DataModule.
+        net: the network: ours by name (``ResNet``), or any ``nn.Module`` class by its import path;
+            ``in_channels``, ``num_classes`` and ``image_size`` come from the DataModule where its
+            ``__init__`` takes them.
         num_classes: number of classes (filled in from the DataModule).
         optimizer: any ``torch.optim`` class or your own (class_path and init_args), given the
             parameter groups; its ``lr`` is for one process. None: :data:`DEFAULT_OPTIMIZER`.
@@ -77,7 +79,7 @@ class ImageClassifier(LightningModule):
 
     def __init__(
         self,
-        net: Net,
+        net: Net | nn.Module,
         num_classes: int = 10,
         optimizer: OptimizerCallable | None = None,
         scheduler: SchedulerCallable | None = None,
