@@ -9,6 +9,7 @@ from typing import Any
 from lightning import Callback, LightningModule, Trainer
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from torch import Tensor
 from torchmetrics.classification import MulticlassStatScores
 
 from app.runs import folder
@@ -89,7 +90,7 @@ def class_names(trainer: Trainer, pl_module: LightningModule) -> Sequence[str]:
     return names or provided(trainer.datamodule, "class_names") or []
 
 
-def table(stats: Any, names: Sequence[str]) -> list[tuple[int, str, int, float, float, float]]:
+def table(stats: Tensor, names: Sequence[str]) -> list[tuple[int, str, int, float, float, float]]:
     """One row per class (index, name, support, precision, recall, F1) from per-class stat scores."""
     found = per_class(stats)
     columns = [found[key].tolist() for key in ("support", "precision", "recall", "f1")]

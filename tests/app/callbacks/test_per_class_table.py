@@ -3,12 +3,15 @@ sent to W&B, the same whatever the number of processes."""
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 import torch
 from helpers.cli import SHRINK_WANDB, check, logged, run_app, run_folder, run_process, wandb_offline_env
 from helpers.wandb_files import records
 from torchvision.datasets import FashionMNIST
+
+from app.callbacks.per_class_table import describe
 
 MACRO = ["f1_macro", "precision_macro", "recall_macro"]
 
@@ -71,3 +74,10 @@ def test_few_classes_no_top5_and_the_wandb_run_gets_the_table(image_folder_root,
     assert [[str(value) for value in row[:3]] for row in sent["data"]] == [
         [row["class"], row["class_name"], row["support"]] for row in table
     ]
+
+
+def test_many_classes_print_those_of_lowest_f1():
+    table = [(k, f"c{k}", 10, 0.5, 0.5, f1) for k, f1 in enumerate([0.9, 0.1, 0.5, 0.3])]
+    lines = describe(table, Path("RUN/test-per-class.csv"), print_rows=2).splitlines()
+    assert lines[0] == "test per class (40 samples, the 2 of lowest F1; all in RUN/test-per-class.csv):"
+    assert [line.split()[0] for line in lines[2:]] == ["c1", "c3"]
