@@ -11,7 +11,7 @@ from lightning.pytorch.cli import OptimizerCallable
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 from torch.optim.lr_scheduler import LRScheduler
-from torchmetrics import MeanMetric
+from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 from torchvision.transforms import v2
 
@@ -19,13 +19,14 @@ from models import init_from as weights_file
 from models import optimization
 from models.errors import ModelError
 from models.freezing import Freezing
+from models.metrics import macro_metrics
 from models.nets.net import Net
 from models.schedules import RightOpenUnitInterval, SchedulerCallable
 
 # The example MNIST script's optimizer, as configs/defaults.yaml spells it out for the CLI.
 DEFAULT_OPTIMIZER = functools.partial(torch.optim.SGD, lr=0.01, momentum=0.9, weight_decay=5e-3)
 # What a ReduceLROnPlateau schedule can watch: the metrics this module logs at validation.
-VALIDATION_METRICS = ("val/loss", "val/acc")
+VALIDATION_METRICS = ("val/loss", "val/acc", "val/f1_macro", "val/precision_macro", "val/recall_macro")
 
 
 def is_log_step(trainer: Trainer, every: int | None = None) -> bool:
@@ -142,6 +143,8 @@ class ImageClassifier(LightningModule):
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_acc = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.val_scores = macro_metrics(num_classes, "val")  # f1, precision, recall (macro), top-5 acc
+        self.test_scores = macro_metrics(num_classes, "test")
         self.resumed_plan: dict[str, int] | None = None  # the lr schedule a resumed run had planned
         self.unlogged_loss: Tensor | None = None  # an epoch's last loss, when not logged at its step
         # What the network was trained on (classes, input size, normalization), kept in checkpoints.
@@ -173,23 +176,36 @@ class ImageClassifier(LightningModule):
             self.unlogged_loss = None
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> dict[str, Tensor]:
-        return self._evaluate(batch, "val", self.val_loss, self.val_acc)
+        return self._evaluate(batch, "val", self.val_loss, self.val_acc, self.val_scores)
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> dict[str, Tensor]:
-        return self._evaluate(batch, "test", self.test_loss, self.test_acc)
+        return self._evaluate(batch, "test", self.test_loss, self.test_acc, self.test_scores)
+
+    # The macro scores are logged once an epoch (self.log costs about half a millisecond a call).
+    def on_validation_epoch_end(self) -> None:
+        self.log_dict(self.val_scores)
+
+    def on_test_epoch_end(self) -> None:
+        self.log_dict(self.test_scores)
 
     def predict_step(self, batch: Tensor | tuple[Tensor, ...], batch_idx: int) -> Tensor:
         x = batch[0] if isinstance(batch, (tuple, list)) else batch
         return self(x).softmax(dim=1)
 
     def _evaluate(
-        self, batch: tuple[Tensor, Tensor], stage: str, loss: MeanMetric, accuracy: MulticlassAccuracy
+        self,
+        batch: tuple[Tensor, Tensor],
+        stage: str,
+        loss: MeanMetric,
+        accuracy: MulticlassAccuracy,
+        scores: MetricCollection,
     ) -> dict[str, Tensor]:
         """Updates and logs the stage's metrics; returns the predicted classes (for callbacks)."""
         x, y = batch
         logits = self(x)
         loss.update(self.loss(logits, y), weight=len(y))
         accuracy.update(logits, y)
+        scores.update(logits, y)
         self.log(f"{stage}/loss", loss, prog_bar=True)
         self.log(f"{stage}/acc", accuracy, prog_bar=True)
         return {"preds": logits.argmax(dim=1)}

@@ -5,7 +5,7 @@ from lightning import LightningModule, Trainer
 from lightning.pytorch.callbacks import RichModelSummary
 from lightning.pytorch.utilities.model_summary import ModelSummary as Summary
 from torch import nn
-from torchmetrics import Metric
+from torchmetrics import Metric, MetricCollection
 
 from data.contract import provided
 
@@ -14,7 +14,8 @@ class _LayersOnly(Summary):
     # Metrics and loss functions are modules of the LightningModule, not layers of the network.
     @property
     def named_modules(self) -> list[tuple[str, nn.Module]]:
-        return [(n, m) for n, m in super().named_modules if not isinstance(m, Metric | nn.modules.loss._Loss)]
+        skipped = Metric | MetricCollection | nn.modules.loss._Loss
+        return [(n, m) for n, m in super().named_modules if not isinstance(m, skipped)]
 
 
 class ModelSummary(RichModelSummary):

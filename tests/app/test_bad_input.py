@@ -342,7 +342,7 @@ RECIPE = [
     (["--model.optimizer.lr=-0.01"], "--model.optimizer SGD: Invalid learning rate: -0.01"),
     (
         ["--model.scheduler=torch.optim.lr_scheduler.ReduceLROnPlateau", "--model.scheduler_monitor=val/f1"],
-        "--model.scheduler_monitor val/f1 is never logged: ReduceLROnPlateau can watch val/loss, val/acc",
+        "--model.scheduler_monitor val/f1 is never logged: ReduceLROnPlateau can watch val/loss, val/acc, ",
     ),
     (
         ["--model.class_weights=[1, 2]"],

@@ -11,6 +11,7 @@ NOISE = [
     "Total FLOPs: 0",
     "MeanMetric",
     "MulticlassAccuracy",
+    "MetricCollection",
     "CrossEntropyLoss",
     "0.00it/s",
     "\x1b[",  # terminal colour codes in a log file
