@@ -205,20 +205,25 @@ class VisionDataModule(LightningDataModule):
     def train_dataloader(self) -> Iterable:
         loader = self.dataloader(self.train_set, train=True)
         if self.resume_state:
-            loader.load_state_dict(self.resume_state)
+            # Lightning makes the loader's first iterator before it sets the sampler's epoch, and a
+            # DataLoader's draws its order then: it must be the saved epoch's.
+            loader.sampler.set_epoch(self.resume_state.get("epoch", 0))
+            loader.load_state_dict(self.resume_state["train_loader"])
         self.train_loader, self.resume_state = loader, None
         return loader
 
     def state_dict(self) -> dict:
-        """The train loader's place in its epoch, saved in checkpoints."""
+        """The train loader's place in its epoch, and the epoch, saved in checkpoints."""
         loader = getattr(self, "train_loader", None)
-        return {"train_loader": loader.state_dict()} if loader is not None else {}
+        return (
+            {"train_loader": loader.state_dict(), "epoch": loader.sampler.epoch} if loader is not None else {}
+        )
 
     def load_state_dict(self, state: dict) -> None:
         """Resume mid-epoch: the next train loader starts at the first batch not trained on."""
         # Lightning builds the train loader before it restores loop states (to count the steps of
         # the lr schedule), so it never hands a loader its saved state; the DataModule's comes first.
-        self.resume_state = state.get("train_loader")
+        self.resume_state = state if state.get("train_loader") else None
 
     def val_dataloader(self) -> Iterable:
         return self.dataloader(self.val_set)
