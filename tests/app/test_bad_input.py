@@ -321,3 +321,22 @@ def test_a_freeze_pattern_matching_nothing_is_one_line(tmp_path):
         "features.1, features.2, features.3, features.4, features.5, features.6, ... (16 in all) "
         "(or 'backbone': all but the classifier)"
     )
+
+
+def test_balanced_sampling_of_a_data_set_without_targets_is_one_line(mnist_root, tmp_path, monkeypatch):
+    (tmp_path / "subset_data.py").write_text(
+        "from torch.utils.data import Subset\n"
+        "from torchvision.datasets import MNIST\n\n"
+        "from data import VisionDataModule\n\n\n"
+        "class SubsetData(VisionDataModule):  # its data set: a Subset, which has no `targets`\n"
+        "    num_classes, in_channels, image_size, mean, std = 10, 1, 28, (0.5,), (0.5,)\n\n"
+        "    def load(self, train):\n"
+        "        return Subset(MNIST(self.root, train=train), range(400))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = ["--data=subset_data.SubsetData", f"--data.root={mnist_root}", "--data.sampler=balanced"]
+    assert error_line(run_app("fit", *args, cwd=tmp_path)) == (
+        "error: --data.sampler balanced reads the training labels from the data set's `targets`, and "
+        "SubsetData's (Subset) has none: give it `targets` (a label per sample, as torchvision's data sets "
+        "have) or pass --data.sampler shuffle"
+    )

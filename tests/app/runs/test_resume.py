@@ -91,6 +91,25 @@ def test_mid_epoch_resume_on_the_dataloader_path_is_exact(workers, cifar10_root,
     assert max_difference(end["weights"], uninterrupted["weights"]) == 0
 
 
+@pytest.mark.parametrize("loader", ["resident", "torch"])
+def test_mid_epoch_resume_with_balanced_sampling_is_exact(loader, imbalanced_mnist_root, tmp_path):
+    # 440 training samples of imbalanced classes, batch 64: 7 steps an epoch; SIGTERM 3 steps into the 2nd.
+    args = [
+        *TWO_EPOCHS,
+        f"--data.root={imbalanced_mnist_root}",
+        "--data.sampler=balanced",
+        f"--data.loader={loader}",
+    ]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    check(run_app("fit", *args, probe(whole), cwd=whole))
+    stopped = run_app("fit", *args, callback("helpers.stops.SigtermAt", step=10), cwd=cut)
+    assert stopped.returncode == 143, stopped.stderr[-2000:]
+    check(run_app("fit", *args, "--ckpt_path=last", probe(cut), cwd=cut))
+    end, uninterrupted = load_probe(cut, "end", 0), load_probe(whole, "end", 0)
+    assert end["global_step"] == uninterrupted["global_step"] == 14
+    assert max_difference(end["weights"], uninterrupted["weights"]) == 0
+
+
 def test_last_skips_a_torn_checkpoint_and_names_it(mnist_root, tmp_path):
     data = f"--data.root={mnist_root}"
     check(run_app("fit", data, "--test_after_fit=false", cwd=tmp_path))
