@@ -34,6 +34,7 @@ class ImageFolderDataModule(VisionDataModule):
         num_workers: loader worker processes per device; None picks from the cores per device.
         val_size: training images held out for validation (an int), or a fraction in (0, 1).
         seed: seed of the train/val split and of each epoch's shuffle.
+        sampler: ``shuffle``, or ``balanced``: each class as often (see :class:`VisionDataModule`).
         predict_dir: folder of unlabelled images (subfolders allowed) that ``predict`` classifies;
             None predicts ``ROOT/test``.
         flip: mirror training crops left-right at random.
@@ -58,6 +59,7 @@ class ImageFolderDataModule(VisionDataModule):
         num_workers: NonNegativeInt | None = None,
         val_size: PositiveInt | OpenUnitInterval = 0.1,
         seed: int = 42,
+        sampler: Literal["shuffle", "balanced"] = "shuffle",
         predict_dir: str | None = None,
         flip: bool = True,
         auto_augment: photos.AutoAugment = "none",
@@ -67,7 +69,7 @@ class ImageFolderDataModule(VisionDataModule):
         std: tuple[float, ...] | None = None,
         loader: Literal["auto", "resident", "torch"] = "auto",
     ) -> None:
-        super().__init__(root, batch_size, num_workers, val_size, seed)
+        super().__init__(root, batch_size, num_workers, val_size, seed, sampler)
         if not 0 < crop_scale[0] <= crop_scale[1] <= 1:
             raise ValueError(
                 f"--data.crop_scale must be two numbers 0 < low <= high <= 1, got {list(crop_scale)}"
@@ -210,7 +212,7 @@ class ImageFolderDataModule(VisionDataModule):
         indices = torch.as_tensor(dataset.indices)
         # Channels last: each crop is then a block of whole pixels, which torch's uint8 resize reads fastest.
         images = self.decoded(dataset.dataset)[indices].to(device, memory_format=torch.channels_last)
-        labels = torch.as_tensor(dataset.dataset.targets)[indices].to(device)
+        labels = self.labels(dataset).to(device)
         mean, std = (batch_transforms.per_channel(v, device) for v in (self.mean, self.std))
         if train:
             policy = photos.policy(self.auto_augment)

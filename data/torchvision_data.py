@@ -25,6 +25,7 @@ class TorchvisionDataModule(VisionDataModule):
         num_workers: loader worker processes per device; None picks from the cores per device.
         val_size: training samples held out for validation (an int), or a fraction in (0, 1).
         seed: seed of the train/val split and of each epoch's shuffle.
+        sampler: ``shuffle``, or ``balanced``: each class as often (see :class:`VisionDataModule`).
         loader: ``resident`` keeps each split as one uint8 tensor on the training device and
             transforms whole batches there (fast); ``torch`` is the classic DataLoader with
             per-image transforms in worker processes. Both see the same samples in each epoch.
@@ -41,9 +42,10 @@ class TorchvisionDataModule(VisionDataModule):
         num_workers: NonNegativeInt | None = None,
         val_size: PositiveInt | OpenUnitInterval = 5000,
         seed: int = 42,
+        sampler: Literal["shuffle", "balanced"] = "shuffle",
         loader: Literal["resident", "torch"] = "resident",
     ) -> None:
-        super().__init__(root, batch_size, num_workers, val_size, seed)
+        super().__init__(root, batch_size, num_workers, val_size, seed, sampler)
         self.download = download
         self.loader = loader
 
@@ -63,7 +65,6 @@ class TorchvisionDataModule(VisionDataModule):
         data = torch.as_tensor(dataset.dataset.data)  # (N, H, W) grey or (N, H, W, C) colour
         images = data.unsqueeze(1) if data.ndim == 3 else data.permute(0, 3, 1, 2)
         indices = torch.as_tensor(dataset.indices)
-        labels = torch.as_tensor(dataset.dataset.targets)[indices]
         mean, std = (per_channel(v, device) for v in (self.mean, self.std))
 
         def transform(images: Tensor, batch: Tensor, generator: torch.Generator) -> Tensor:
@@ -71,7 +72,7 @@ class TorchvisionDataModule(VisionDataModule):
 
         return ResidentLoader(
             images[indices].contiguous().to(device),
-            labels.to(device),
+            self.labels(dataset).to(device),
             self.batch_size,
             self.sampler(dataset, train),
             transform,

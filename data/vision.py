@@ -1,16 +1,19 @@
 """The base of every DataModule here: train/val split, test split, transforms, loaders."""
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal
 
 import torch
 from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt
 from lightning import LightningDataModule
 from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
+from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchvision.transforms import v2
+
+from data.samplers import BalancedEpochSampler, BalancedSampler, EpochSampler
 
 
 class DataError(Exception):
@@ -57,14 +60,6 @@ class TransformedSubset(Dataset):
             return self.transform(image), label
 
 
-class EpochSampler(DistributedSampler):
-    """A ``DistributedSampler`` that yields ``(epoch, index)``, for per-sample seeded augmentation."""
-
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        epoch = self.epoch
-        return ((epoch, i) for i in super().__iter__())
-
-
 class ToSize:
     """An image of another size than ``size`` x ``size``: short side resized to ``size`` (aspect kept),
     then its centre. Images of that size pass untouched, at no cost (v2's Resize and CenterCrop
@@ -94,6 +89,9 @@ class VisionDataModule(LightningDataModule):
             order of an epoch depends only on it, not on the number of processes: rank r of
             n takes every n-th sample of it, so n processes at batch B see the batches that
             one process sees at batch n x B.
+        sampler: ``shuffle``: each epoch is the training set reshuffled; ``balanced``: each epoch
+            draws as many samples, every class equally often, with replacement (for imbalanced
+            classes; seeded likewise). Labels come from the data set's ``targets``.
     """
 
     num_classes: int
@@ -109,6 +107,7 @@ class VisionDataModule(LightningDataModule):
         num_workers: NonNegativeInt | None = None,
         val_size: PositiveInt | OpenUnitInterval = 0.1,
         seed: int = 42,
+        sampler: Literal["shuffle", "balanced"] = "shuffle",
     ) -> None:
         super().__init__()
         self.root = root
@@ -116,6 +115,7 @@ class VisionDataModule(LightningDataModule):
         self.num_workers = num_workers
         self.val_size = val_size
         self.seed = seed
+        self.balanced = sampler == "balanced"
         self.resume_state: dict | None = None  # where a resumed epoch stands (see load_state_dict)
 
     @property
@@ -166,15 +166,19 @@ class VisionDataModule(LightningDataModule):
     def sampler(
         self, dataset: TransformedSubset, train: bool, with_epoch: bool = False
     ) -> DistributedSampler:
-        """This rank's share of ``dataset``: shuffled per epoch for training, in order otherwise;
-        ``with_epoch``: yields ``(epoch, index)`` (see :class:`TransformedSubset`)."""
+        """This rank's share of ``dataset``: reshuffled (or drawn balanced) each epoch for training, in
+        order otherwise; ``with_epoch``: yields ``(epoch, index)`` (see :class:`TransformedSubset`)."""
         world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
         if train:
             # Padded to equal shards, so every rank runs the same number of steps.
             # Overfitting a few batches means the same ones each epoch: Lightning unshuffles a DataLoader's.
             shuffle = not (self.trainer and self.trainer.overfit_batches)
             kind = EpochSampler if with_epoch else DistributedSampler
-            sampler = kind(dataset, world, rank, shuffle=shuffle, seed=self.seed)
+            options = {"shuffle": shuffle, "seed": self.seed}
+            if self.balanced:
+                kind = BalancedEpochSampler if with_epoch else BalancedSampler
+                options["labels"] = self.labels(dataset)
+            sampler = kind(dataset, world, rank, **options)
             if self.batch_size > len(sampler):
                 processes = f"{world} process" + ("es" if world > 1 else "")
                 raise DataError(
@@ -185,6 +189,17 @@ class VisionDataModule(LightningDataModule):
             return sampler
         # Not padded, so evaluation counts every sample exactly once.
         return UnrepeatedDistributedSampler(dataset, world, rank, shuffle=False)
+
+    def labels(self, dataset: TransformedSubset) -> Tensor:
+        """The label of each sample of ``dataset``, from its data set's ``targets`` (no image is read)."""
+        targets = getattr(dataset.dataset, "targets", None)
+        if targets is None:
+            raise DataError(
+                f"--data.sampler balanced reads the training labels from the data set's `targets`, and "
+                f"{type(self).__name__}'s ({type(dataset.dataset).__name__}) has none: give it `targets` "
+                f"(a label per sample, as torchvision's data sets have) or pass --data.sampler shuffle"
+            )
+        return torch.as_tensor(targets)[torch.as_tensor(dataset.indices)]
 
     def dataloader(self, dataset: TransformedSubset, train: bool = False) -> Iterable:
         """Batches of ``dataset`` for this rank: a DataLoader with worker processes."""
@@ -205,20 +220,25 @@ class VisionDataModule(LightningDataModule):
     def train_dataloader(self) -> Iterable:
         loader = self.dataloader(self.train_set, train=True)
         if self.resume_state:
-            loader.load_state_dict(self.resume_state)
+            # Lightning makes the loader's first iterator before it sets the sampler's epoch, and a
+            # DataLoader's draws its order then: it must be the saved epoch's.
+            loader.sampler.set_epoch(self.resume_state.get("epoch", 0))
+            loader.load_state_dict(self.resume_state["train_loader"])
         self.train_loader, self.resume_state = loader, None
         return loader
 
     def state_dict(self) -> dict:
-        """The train loader's place in its epoch, saved in checkpoints."""
+        """The train loader's place in its epoch, and the epoch, saved in checkpoints."""
         loader = getattr(self, "train_loader", None)
-        return {"train_loader": loader.state_dict()} if loader is not None else {}
+        return (
+            {"train_loader": loader.state_dict(), "epoch": loader.sampler.epoch} if loader is not None else {}
+        )
 
     def load_state_dict(self, state: dict) -> None:
         """Resume mid-epoch: the next train loader starts at the first batch not trained on."""
         # Lightning builds the train loader before it restores loop states (to count the steps of
         # the lr schedule), so it never hands a loader its saved state; the DataModule's comes first.
-        self.resume_state = state.get("train_loader")
+        self.resume_state = state if state.get("train_loader") else None
 
     def val_dataloader(self) -> Iterable:
         return self.dataloader(self.val_set)

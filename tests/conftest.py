@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.data_files import write_cifar, write_image_folder, write_mnist
+from helpers.data_files import write_cifar, write_image_folder, write_imbalanced_mnist, write_mnist
 
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 
@@ -32,6 +32,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def mnist_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_mnist(tmp_path_factory.mktemp("mnist"))
+
+
+@pytest.fixture(scope="session")
+def imbalanced_mnist_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Classes 0-4 have 10 training images each, classes 5-9 100 each."""
+    return write_imbalanced_mnist(tmp_path_factory.mktemp("imbalanced"), [10] * 5 + [100] * 5)
 
 
 @pytest.fixture(scope="session")

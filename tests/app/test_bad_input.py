@@ -356,3 +356,22 @@ def test_a_recipe_class_or_value_it_refuses_is_one_line_and_writes_nothing(args,
     result = run_app("fit", *args, shrink=False, cwd=tmp_path)
     assert error_line(result).startswith(f"error: {expected}")
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.*"))
+
+
+def test_balanced_sampling_of_a_data_set_without_targets_is_one_line(mnist_root, tmp_path, monkeypatch):
+    (tmp_path / "subset_data.py").write_text(
+        "from torch.utils.data import Subset\n"
+        "from torchvision.datasets import MNIST\n\n"
+        "from data import VisionDataModule\n\n\n"
+        "class SubsetData(VisionDataModule):  # its data set: a Subset, which has no `targets`\n"
+        "    num_classes, in_channels, image_size, mean, std = 10, 1, 28, (0.5,), (0.5,)\n\n"
+        "    def load(self, train):\n"
+        "        return Subset(MNIST(self.root, train=train), range(400))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = ["--data=subset_data.SubsetData", f"--data.root={mnist_root}", "--data.sampler=balanced"]
+    assert error_line(run_app("fit", *args, cwd=tmp_path)) == (
+        "error: --data.sampler balanced reads the training labels from the data set's `targets`, and "
+        "SubsetData's (Subset) has none: give it `targets` (a label per sample, as torchvision's data sets "
+        "have) or pass --data.sampler shuffle"
+    )

@@ -39,6 +39,18 @@ def write_mnist(root: Path, folder: str = "MNIST", n_train: int = 640, n_test: i
     return root
 
 
+def write_imbalanced_mnist(root: Path, per_class: list[int], n_test: int = 100) -> Path:
+    """MNIST's files with ``per_class[k]`` training images of class k (their order mixed)."""
+    images, labels = learnable_images(10 * max(per_class), 28, 1, 10, seed=6)
+    keep = np.sort(np.concatenate([np.flatnonzero(labels == k)[:n] for k, n in enumerate(per_class)]))
+    write_idx(root / "MNIST" / "raw" / "train-images-idx3-ubyte", images[keep, ..., 0])
+    write_idx(root / "MNIST" / "raw" / "train-labels-idx1-ubyte", labels[keep])
+    images, labels = learnable_images(n_test, 28, 1, 10, seed=1)
+    write_idx(root / "MNIST" / "raw" / "t10k-images-idx3-ubyte", images[..., 0])
+    write_idx(root / "MNIST" / "raw" / "t10k-labels-idx1-ubyte", labels)
+    return root
+
+
 def write_cifar(root: Path, classes: int = 10, n_train: int = 500, n_test: int = 200) -> Path:
     """CIFAR's python pickles: rows of 3072 bytes (R, G, B planes) and a list of labels."""
     cifar10 = classes == 10

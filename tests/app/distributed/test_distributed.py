@@ -76,6 +76,28 @@ def test_two_processes_at_b_match_one_at_2b_in_one_wandb_run(strategy, single_2b
     assert max_difference(end[0]["weights"], start[0]) > 1e-3  # it trained
 
 
+def test_two_processes_at_b_match_one_at_2b_with_balanced_sampling(imbalanced_mnist_root, tmp_path):
+    """--data.sampler balanced: the draw of an epoch depends on the seed and the epoch, not on the ranks."""
+    common = [f"--data.root={imbalanced_mnist_root}", "--data.sampler=balanced", "--test_after_fit=false"]
+    one = [
+        "--trainer.accelerator=cpu",
+        "--trainer.devices=1",
+        "--data.batch_size=128",
+    ]
+    one.append("--model.optimizer.lr=0.02")
+    check(run_app("fit", *one, *common, probe(tmp_path / "one"), cwd=tmp_path / "one"))
+    two = [*CPU2, "--trainer.strategy=ddp", "--data.batch_size=64", *common, "--model.optimizer.lr=0.01"]
+    check(run_process("fit", *two, probe(tmp_path / "two"), cwd=tmp_path))
+    single, ranks = (
+        load_probe(tmp_path / "one", "end", 0),
+        [load_probe(tmp_path / "two", "end", r) for r in (0, 1)],
+    )
+    assert ranks[0]["global_step"] == single["global_step"] == 4
+    assert max_difference(ranks[0]["weights"], ranks[1]["weights"]) == 0
+    assert max_difference(ranks[0]["weights"], single["weights"]) < 1e-5
+    assert "sampler: balanced" in (run_folder(tmp_path) / "config.yaml").read_text()
+
+
 def test_uneven_shards_run_the_same_steps_on_every_rank_at_the_scaled_lr(mnist_root, tmp_path):
     """301 training samples, batch 64: shards of 151 and 150 (padded to 151), 3 steps each; lr scaled
     by the square root of the world size (the modes' arithmetic is in tests/models/test_training.py)."""

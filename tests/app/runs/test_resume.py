@@ -65,7 +65,8 @@ def test_resume_after_sigterm_ends_with_the_weights_of_an_uninterrupted_run(mnis
 @pytest.mark.parametrize("workers", [0, 2])
 def test_mid_epoch_resume_on_the_dataloader_path_is_exact(workers, cifar10_root, tmp_path):
     # CIFAR-10's per-image random crop and flip, in a DataLoader with `workers` worker processes:
-    # 400 training samples at batch 50, 8 steps an epoch; SIGTERM after step 5, then resumed.
+    # 400 training samples at batch 50, 8 steps an epoch; SIGTERM after step 12, in the second epoch
+    # (whose order is not the first's), then resumed.
     args = [
         *TWO_EPOCHS[:2],
         *TWO_EPOCHS[3:],
@@ -78,7 +79,7 @@ def test_mid_epoch_resume_on_the_dataloader_path_is_exact(workers, cifar10_root,
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     check(run_app("fit", *args, probe(whole), cwd=whole, configs=("configs/cifar10.yaml",)))
     stopped = run_app(
-        "fit", *args, callback("helpers.stops.SigtermAt", step=5), cwd=cut, configs=("configs/cifar10.yaml",)
+        "fit", *args, callback("helpers.stops.SigtermAt", step=12), cwd=cut, configs=("configs/cifar10.yaml",)
     )
     assert stopped.returncode == 143, stopped.stderr[-2000:]
     resumed = run_app(
@@ -87,6 +88,25 @@ def test_mid_epoch_resume_on_the_dataloader_path_is_exact(workers, cifar10_root,
     check(resumed)
     end, uninterrupted = load_probe(cut, "end", 0), load_probe(whole, "end", 0)
     assert end["global_step"] == uninterrupted["global_step"] == 16
+    assert max_difference(end["weights"], uninterrupted["weights"]) == 0
+
+
+@pytest.mark.parametrize("loader", ["resident", "torch"])
+def test_mid_epoch_resume_with_balanced_sampling_is_exact(loader, imbalanced_mnist_root, tmp_path):
+    # 440 training samples of imbalanced classes, batch 64: 7 steps an epoch; SIGTERM 3 steps into the 2nd.
+    args = [
+        *TWO_EPOCHS,
+        f"--data.root={imbalanced_mnist_root}",
+        "--data.sampler=balanced",
+        f"--data.loader={loader}",
+    ]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    check(run_app("fit", *args, probe(whole), cwd=whole))
+    stopped = run_app("fit", *args, callback("helpers.stops.SigtermAt", step=10), cwd=cut)
+    assert stopped.returncode == 143, stopped.stderr[-2000:]
+    check(run_app("fit", *args, "--ckpt_path=last", probe(cut), cwd=cut))
+    end, uninterrupted = load_probe(cut, "end", 0), load_probe(whole, "end", 0)
+    assert end["global_step"] == uninterrupted["global_step"] == 14
     assert max_difference(end["weights"], uninterrupted["weights"]) == 0
 
 
