@@ -201,6 +201,15 @@ class VisionDataModule(LightningDataModule):
             )
         return torch.as_tensor(targets)[torch.as_tensor(dataset.indices)]
 
+    def class_counts(self) -> list[int]:
+        """How many training samples each class has (``--model.class_weights balanced`` reads them)."""
+        if getattr(self.train_set.dataset, "targets", None) is None:
+            raise DataError(
+                f"--model.class_weights balanced counts the training labels in the data set's `targets`, "
+                f"and {type(self).__name__}'s has none: give it `targets` or give the weights as a list"
+            )
+        return torch.bincount(self.labels(self.train_set), minlength=self.num_classes).tolist()
+
     def dataloader(self, dataset: TransformedSubset, train: bool = False) -> Iterable:
         """Batches of ``dataset`` for this rank: a DataLoader with worker processes."""
         workers = self.workers()

@@ -7,6 +7,7 @@ import pytest
 import torch
 from helpers.cli import check, logged, run_app, run_folder
 
+from data import MNISTDataModule
 from models import ImageClassifier, MnistCNN, ResNet, optimization
 
 LR_MONITOR = ["--trainer.callbacks+=LearningRateMonitor", "--trainer.callbacks.logging_interval=step"]
@@ -105,3 +106,20 @@ def test_mixup_and_cutmix_train_on_soft_targets(mnist_root, tmp_path):
     metrics = logged(run_folder(tmp_path))
     assert all(math.isfinite(v) for v in metrics["train/loss"])
     assert "train/acc" not in metrics and "test/acc" in metrics
+
+
+def test_balanced_class_weights_come_from_the_training_split_counts(imbalanced_mnist_root, tmp_path):
+    """Classes 0-4 with 10 training images, 5-9 with 100: each weighs N / (10 x its count)."""
+    data = MNISTDataModule(root=str(imbalanced_mnist_root), download=False, val_size=50, num_workers=0)
+    data.setup("fit")
+    counts = torch.tensor(data.class_counts(), dtype=torch.float64)
+    train_labels = torch.tensor([data.train_set.dataset.targets[i] for i in data.train_set.indices])
+    assert counts.tolist() == torch.bincount(train_labels, minlength=10).tolist()
+    expected = counts.sum() / (10 * counts)
+    args = [f"--data.root={imbalanced_mnist_root}", "--data.val_size=50", "--model.class_weights=balanced"]
+    result = run_app("fit", *args, "--test_after_fit=false", cwd=tmp_path)
+    check(result)
+    line = next(x for x in result.stderr.splitlines() if x.startswith("class weights (balanced): "))
+    shown = [float(w) for w in line.split(": ")[1].split(", ")]
+    assert shown == pytest.approx(expected.tolist(), rel=2e-3)
+    assert min(shown[:5]) > 5 * max(shown[5:])
