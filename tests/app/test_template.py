@@ -139,7 +139,9 @@ def test_a_new_preset_stacks_and_trains(mnist_root, tmp_path):
             # MNIST with the CIFAR network and a larger lr.
             model:
               net: CifarCNN
-              lr: 0.05
+              optimizer:
+                init_args:
+                  lr: 0.05
             data:
               batch_size: 32
         """)
