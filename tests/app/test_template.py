@@ -156,3 +156,15 @@ def test_a_new_preset_stacks_and_trains(mnist_root, tmp_path):
     run = run_folder(tmp_path)
     assert 0 <= logged(run)["test/acc"][-1] <= 1
     assert "lr: 0.05" in (run / "config.yaml").read_text()
+
+
+def test_the_readme_network_example_trains_as_printed(mnist_root, tmp_path, monkeypatch):
+    # A plain nn.Module without image_size: the CLI passes only the sizes its __init__ takes.
+    write(tmp_path / "src" / "my_net.py", readme_example("my_net.py"))
+    monkeypatch.syspath_prepend(tmp_path / "src")
+    monkeypatch.delitem(sys.modules, "my_net", raising=False)
+    args = ["--model.net=my_net.MyNet", "--model.net.width=8", f"--data.root={mnist_root}"]
+    check(run_app("fit", *args, cwd=tmp_path))
+    run = run_folder(tmp_path)
+    assert 0 <= logged(run)["test/acc"][-1] <= 1
+    assert "class_path: my_net.MyNet" in (run / "config.yaml").read_text()
