@@ -14,7 +14,9 @@ class EMAWeightAveraging(LightningEMA):
     first step's weights to begin with). Lightning's callback swaps it in for validation and saves it as
     each checkpoint's ``state_dict``, the training weights beside it, so every ``--ckpt_path`` (validate,
     test, predict, export, ``--model.init_from``) loads the average; a resumed fit puts the training
-    weights back and goes on averaging. Stack ``configs/ema.yaml`` on a preset to add it.
+    weights back and goes on averaging. Under DDP every rank holds the same average, its BatchNorm
+    statistics (averaged too) only with ``--trainer.sync_batchnorm`` (``configs/ddp.yaml``): without it
+    each rank averages its own, and rank 0's are saved. Stack ``configs/ema.yaml`` to add it.
     """
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
