@@ -102,7 +102,8 @@ class ImageClassifier(LightningModule):
         super().__init__()
         # The CLI logs the whole run config; logger=False keeps these from being logged twice.
         self.save_hyperparameters(ignore=["net", "optimizer", "scheduler"], logger=False)
-        self.optimizer, self.scheduler = optimizer or DEFAULT_OPTIMIZER, scheduler
+        self.optimizer = optimization.plain(optimizer or DEFAULT_OPTIMIZER)
+        self.scheduler = optimization.plain(scheduler) if scheduler is not None else None
         if isinstance(class_weights, list) and len(class_weights) != num_classes:
             raise ModelError(
                 f"--model.class_weights has {len(class_weights)} weights, the data has {num_classes} "

@@ -33,6 +33,13 @@ def class_of(factory: Callable) -> type | None:
     return None
 
 
+def plain(factory: Callable) -> Callable:
+    """``functools.partial(cls, **init_args)`` for a class built by jsonargparse's partial, whose
+    instantiator can hold the CLI (so a copy of the model, such as EMA's average, could not be made)."""
+    cls = class_of(factory)
+    return functools.partial(cls, **given(factory)) if cls is not None and cls is not factory else factory
+
+
 def given(factory: Callable) -> dict[str, Any]:
     """The keyword arguments a callable was configured with (none for a plain class)."""
     return dict(factory.keywords) if isinstance(factory, functools.partial) else {}

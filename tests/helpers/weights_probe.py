@@ -12,10 +12,11 @@ class WeightsProbe(Callback):
     Args:
         folder: where ``{start,end}-rank{R}.pt`` files go.
         epochs: also at each epoch end, ``epoch{E}-rank{R}.pt``.
+        steps: also after each training step, ``step{S}-rank{R}.pt``.
     """
 
-    def __init__(self, folder: str, epochs: bool = False) -> None:
-        self.folder, self.epochs = Path(folder), epochs
+    def __init__(self, folder: str, epochs: bool = False, steps: bool = False) -> None:
+        self.folder, self.epochs, self.steps = Path(folder), epochs, steps
 
     def _save(self, trainer: Trainer, module: LightningModule, moment: str) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -28,6 +29,10 @@ class WeightsProbe(Callback):
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._save(trainer, pl_module, "end")
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *_) -> None:
+        if self.steps:
+            self._save(trainer, pl_module, f"step{trainer.global_step}")
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if self.epochs:
