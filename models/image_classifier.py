@@ -1,7 +1,6 @@
 """The LightningModule: a network trained with the optimizer, schedule and loss the config names."""
 
 import functools
-import inspect
 from typing import Literal
 
 import torch
@@ -109,14 +108,7 @@ class ImageClassifier(LightningModule):
                 f"--model.class_weights has {len(class_weights)} weights, the data has {num_classes} "
                 "classes: give one per class, or 'balanced'"
             )
-        optimization.try_out(self.optimizer, scheduler)
-        chosen = optimization.class_of(scheduler) if scheduler is not None else None
-        plateau = chosen is not None and issubclass(chosen, torch.optim.lr_scheduler.ReduceLROnPlateau)
-        if plateau and scheduler_monitor not in VALIDATION_METRICS:
-            raise ModelError(
-                f"--model.scheduler_monitor {scheduler_monitor} is never logged: ReduceLROnPlateau "
-                f"can watch {', '.join(VALIDATION_METRICS)}"
-            )
+        optimization.try_out(self.optimizer, self.scheduler, scheduler_monitor, VALIDATION_METRICS)
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         if init_from:
             # Every rank reads the file, before DDP wraps the model (which would also broadcast rank
@@ -232,11 +224,8 @@ class ImageClassifier(LightningModule):
 
     def scaled_lr(self, world_size: int) -> float | None:
         """The optimizer's lr with ``world_size`` processes; None where it takes no ``lr``."""
-        lr = optimization.given(self.optimizer).get("lr")
-        cls = optimization.class_of(self.optimizer)
-        if lr is None and cls is not None:
-            lr = inspect.signature(cls).parameters.get("lr", inspect.Parameter.empty).default
-        return lr * self.lr_factor(world_size) if isinstance(lr, int | float) else None
+        lr = optimization.base_lr(self.optimizer)
+        return None if lr is None else lr * self.lr_factor(world_size)
 
     def configure_optimizers(self) -> dict:
         hp, world = self.hparams, self.trainer.world_size
@@ -301,20 +290,5 @@ class ImageClassifier(LightningModule):
         if not old or self.scheduler is None or old.get("length") == self.plan["length"]:
             return
         # A resume restores the schedule as it was planned; a run made longer or shorter since would
-        # follow it past its end (a cosine climbs back up). Set at the restored lr, the cosine's length
-        # only shapes what is left of it: it goes on from that lr to its floor at the new end.
-        scheduler, length, unit = self.lr_schedulers(), self.plan["length"], self.plan["interval"]
-        if hasattr(scheduler, "set_length"):
-            scheduler.set_length(length)
-        elif isinstance(scheduler, torch.optim.lr_scheduler.CosineAnnealingLR):
-            scheduler.T_max = length
-        else:
-            raise ModelError(
-                f"{type(scheduler).__name__} was planned for {old['length']} {unit}s and cannot be "
-                f"stretched to this run's {length}: resume with the run's length, or start a new run "
-                "from its weights with --model.init_from"
-            )
-        rank_zero_info(
-            f"lr schedule: this run now ends at {unit} {length} (planned: {old['length']}); the cosine "
-            f"goes on from lr {self.optimizers().param_groups[0]['lr']:.4g} to its floor there"
-        )
+        # follow it past its end (a cosine climbs back up).
+        rank_zero_info(optimization.stretch(self.lr_schedulers(), old["length"], self.plan))

@@ -7,7 +7,7 @@ rate to the world size, and passes a schedule its length.
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -93,9 +93,49 @@ def build_scheduler(factory: Callable, optimizer: Optimizer, length: int, factor
     return factory(optimizer, **kwargs)
 
 
-def try_out(optimizer: Callable, scheduler: Callable | None) -> None:
+def base_lr(optimizer: Callable) -> float | None:
+    """The lr an optimizer callable was given, else its class's default; None where it takes none."""
+    lr = given(optimizer).get("lr")
+    cls = class_of(optimizer)
+    if lr is None and cls is not None:
+        lr = inspect.signature(cls).parameters.get("lr", inspect.Parameter.empty).default
+    return lr if isinstance(lr, int | float) else None
+
+
+def stretch(scheduler: LRScheduler, planned: int, plan: dict) -> str:
+    """Make a resumed schedule end at ``plan["length"]`` instead of ``planned``; the line that says so.
+
+    Set at the restored lr, a cosine's length only shapes what is left of it: it goes on from that lr
+    to its floor at the new end. Other schedules of a fixed length cannot: a :class:`ModelError`.
+    """
+    length, unit = plan["length"], plan["interval"]
+    if hasattr(scheduler, "set_length"):
+        scheduler.set_length(length)
+    elif isinstance(scheduler, torch.optim.lr_scheduler.CosineAnnealingLR):
+        scheduler.T_max = length
+    else:
+        raise ModelError(
+            f"{type(scheduler).__name__} was planned for {planned} {unit}s and cannot be stretched to this "
+            f"run's {length}: resume with the run's length, or start a new run from its weights with "
+            "--model.init_from"
+        )
+    lr = scheduler.optimizer.param_groups[0]["lr"]
+    return (
+        f"lr schedule: this run now ends at {unit} {length} (planned: {planned}); the cosine goes on "
+        f"from lr {lr:.4g} to its floor there"
+    )
+
+
+def try_out(optimizer: Callable, scheduler: Callable | None, monitor: str, monitored: Sequence[str]) -> None:
     """Build the optimizer and schedule once on a stand-in parameter: a value they refuse (a negative
-    lr, OneCycleLR without max_lr) is a one-line :class:`ModelError` before anything runs."""
+    lr, OneCycleLR without max_lr), or a ReduceLROnPlateau ``monitor`` not among the ``monitored``
+    metrics, is a one-line :class:`ModelError` before anything runs."""
+    chosen = class_of(scheduler) if scheduler is not None else None
+    if chosen is not None and issubclass(chosen, ReduceLROnPlateau) and monitor not in monitored:
+        raise ModelError(
+            f"--model.scheduler_monitor {monitor} is never logged: ReduceLROnPlateau can watch "
+            f"{', '.join(monitored)}"
+        )
     for name, build in (("optimizer", optimizer), ("scheduler", scheduler)):
         try:
             if name == "optimizer":

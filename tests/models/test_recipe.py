@@ -2,6 +2,7 @@
 
 import functools
 import math
+import re
 
 import pytest
 import torch
@@ -123,3 +124,24 @@ def test_balanced_class_weights_come_from_the_training_split_counts(imbalanced_m
     shown = [float(w) for w in line.split(": ")[1].split(", ")]
     assert shown == pytest.approx(expected.tolist(), rel=2e-3)
     assert min(shown[:5]) > 5 * max(shown[5:])
+
+
+def test_a_resume_with_another_optimizer_or_a_fixed_schedule_made_longer_is_one_line(mnist_root, tmp_path):
+    args = [f"--data.root={mnist_root}", "--test_after_fit=false"]
+    one_cycle = ["--model.scheduler=OneCycleLR", "--model.scheduler.max_lr=0.02"]
+    check(run_app("fit", *args, *one_cycle, cwd=tmp_path))
+    saved = {p: p.read_bytes() for p in (run_folder(tmp_path) / "checkpoints").iterdir()}
+    other = run_app("fit", *args, *one_cycle, "--model.optimizer=AdamW", "--ckpt_path=last", cwd=tmp_path)
+    assert other.returncode == 1 and "Traceback" not in other.stderr
+    assert re.fullmatch(
+        r"error: --ckpt_path \S+\.ckpt was trained with --model.optimizer SGD, this run has AdamW: resume "
+        r"with its optimizer, or start a new run from its weights: --model.init_from \S+\.ckpt",
+        other.stderr.strip().splitlines()[-1],
+    )
+    longer = run_app("fit", *args, *one_cycle, "--trainer.max_epochs=2", "--ckpt_path=last", cwd=tmp_path)
+    assert longer.returncode == 1 and "Traceback" not in longer.stderr
+    assert longer.stderr.strip().splitlines()[-1] == (
+        "error: OneCycleLR was planned for 4 steps and cannot be stretched to this run's 8: resume with the "
+        "run's length, or start a new run from its weights with --model.init_from"
+    )
+    assert {p: p.read_bytes() for p in saved} == saved and not list(tmp_path.glob("runs/*/version_1"))
