@@ -204,13 +204,13 @@ class CLI(LightningCLI):
 def main(args: list[str] | None = None) -> None:
     """Run the CLI; problems the user can fix end in one ``error:`` line and exit status 1."""
     process.prepare()
-    if args is None:
-        # Through sys.argv, which Lightning's ddp launcher passes on to the ranks it starts.
-        sys.argv[1:] = folder.with_run_config(sys.argv[1:])
-    else:
-        args = folder.with_run_config(args)
     defaults = {"default_config_files": [str(DEFAULTS)]}
     try:
+        if args is None:
+            # Through sys.argv, which Lightning's ddp launcher passes on to the ranks it starts.
+            sys.argv[1:] = folder.with_run_config(sys.argv[1:])
+        else:
+            args = folder.with_run_config(args)
         CLI(
             models.ImageClassifier,
             LightningDataModule,

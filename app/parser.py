@@ -4,6 +4,7 @@ import difflib
 import functools
 import importlib
 import re
+import sys
 
 import torch
 from jsonargparse import ArgumentParser, Namespace
@@ -75,11 +76,16 @@ class Parser(LightningArgumentParser):
                         del spec.init_args[name]
         return cfg
 
+    def parse_args(self, args: list[str] | None = None, *more, **kwargs) -> Namespace:
+        self.given = list(sys.argv[1:] if args is None else args)  # for error(): the order of the flags
+        return super().parse_args(args, *more, **kwargs)
+
     def error(self, message: str, ex: Exception | None = None) -> None:
         if not self.exit_on_error:  # jsonargparse is trying alternatives: it catches this error
             super().error(message, ex)
         line = folded(message)
-        fail(out_of_type(message) or misspelt(line, self) or class_problem(line) or line)
+        found = out_of_type(message) or misspelt(line, self) or class_problem(line) or line
+        fail(found + chosen_after(line, getattr(self, "given", [])))
 
 
 @functools.cache
@@ -139,6 +145,22 @@ def misspelt(message: str, parser: ArgumentParser) -> str | None:
         return None
     close = difflib.get_close_matches(given, [k for k in known if not k.endswith("+")], n=3, cutoff=0.8)
     return message + (f"; close: {', '.join(dashes + name for name in close)}" if close else "")
+
+
+def chosen_after(message: str, given: list[str]) -> str:
+    """For an option refused by the class it was read for, where the flag choosing another class comes
+    later (``--data.image_size 32 --data ImageFolderDataModule``): the advice to give the class first."""
+    refused = re.search(r'Parser key "([\w.]+)": .*Option \'(\w+)\' is not accepted', message)
+    if not refused or refused[1] not in SWITCHED_CLASSES:
+        return ""
+    key, option = refused.groups()
+    flag = next((i for i, a in enumerate(given) if a.split("=", 1)[0] == f"--{key}.{option}"), None)
+    for i, arg in enumerate(given[flag + 1 :] if flag is not None else [], start=(flag or 0) + 1):
+        name, _, value = arg.partition("=")
+        if name == f"--{key}":
+            chosen = value or (given[i + 1] if i + 1 < len(given) else "")
+            return f"; --{key} {chosen} comes after it: give --{key} {chosen} first, then its options"
+    return ""
 
 
 def class_problem(message: str) -> str | None:

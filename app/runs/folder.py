@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import yaml
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
@@ -221,4 +222,15 @@ def with_run_config(args: list[str]) -> list[str]:
     paths += [arg.split("=", 1)[1] for arg in args if arg.startswith("--ckpt_path=")]
     run = run_of(Path(paths[-1])) if paths and paths[-1] != "last" else None
     config = run / "config.yaml" if run else None
-    return [args[0], f"--config={config}", *args[1:]] if config and config.is_file() else args
+    if not (config and config.is_file()):
+        return args
+    try:
+        yaml.safe_load(config.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        where = getattr(err, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where else ""
+        raise UsageError(
+            f"{config}, the run config of --ckpt_path {paths[-1]}, is not readable YAML{line}: fix it, or "
+            "pass the network and data flags yourself with --config FILE"
+        ) from None
+    return [args[0], f"--config={config}", *args[1:]]

@@ -375,3 +375,27 @@ def test_balanced_sampling_of_a_data_set_without_targets_is_one_line(mnist_root,
         "SubsetData's (Subset) has none: give it `targets` (a label per sample, as torchvision's data sets "
         "have) or pass --data.sampler shuffle"
     )
+
+
+def test_an_option_given_before_the_class_that_takes_it_says_to_swap_them(tmp_path):
+    result = run_app(
+        "fit", "--data.image_size=32", "--data=ImageFolderDataModule", shrink=False, cwd=tmp_path
+    )
+    assert error_line(result) == (
+        "error: --data.image_size is not an option of MNISTDataModule; --data ImageFolderDataModule comes "
+        "after it: give --data ImageFolderDataModule first, then its options"
+    )
+
+
+def test_a_corrupt_run_config_names_the_file_and_its_checkpoint(mnist_root, tmp_path):
+    run_app("fit", f"--data.root={mnist_root}", "--test_after_fit=false", cwd=tmp_path)
+    (run,) = tmp_path.glob("runs/*/version_0")
+    (ckpt,) = (run / "checkpoints").glob("best-*.ckpt")
+    (run / "config.yaml").write_text("model:\n  net: [MnistCNN\n")
+    files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    line = error_line(run_app("test", f"--ckpt_path={ckpt}", cwd=tmp_path))
+    assert line == (
+        f"error: {run / 'config.yaml'}, the run config of --ckpt_path {ckpt}, is not readable YAML at line "
+        "3: fix it, or pass the network and data flags yourself with --config FILE"
+    )
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == files
