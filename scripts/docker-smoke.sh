@@ -113,11 +113,12 @@ model=$(dirname "$(dirname "$checkpoint")")/model.pt
 run python -c "import torch; print('exported model: logits', tuple(torch.jit.load('$model')(torch.zeros(2, 1, 28, 28)).shape))"
 
 # Several machines run `--entrypoint torchrun` with their rendezvous arguments; one machine with 2 CPU
-# processes, --standalone on a free port, runs the same path; `timeout` makes a hang a failure.
-run timeout 600 torchrun --standalone --nproc_per_node 2 -m app fit --config configs/fashion_mnist.yaml \
+# processes, --standalone on a free port, runs the same path (a minute); `timeout` makes a hang a failure.
+run timeout 300 torchrun --standalone --nproc_per_node 2 -m app fit --config configs/fashion_mnist.yaml \
     --trainer.devices 2 --trainer.strategy ddp --trainer.max_epochs 1 --trainer.limit_train_batches 5 \
     --trainer.limit_val_batches 2 --trainer.limit_test_batches 2 --trainer.logger CSVLogger \
-    --trainer.enable_progress_bar false --data.num_workers 0
+    --trainer.enable_progress_bar false --data.num_workers 0 \
+    || fail "torchrun's fit failed, or did not end within 300 s (README, Docker: a rank's exit on torch 2.5.1)"
 
 ddp_run=$(run sh -c 'ls -d runs/*/version_*' | tail -1)
 
