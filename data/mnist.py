@@ -5,6 +5,7 @@ import math
 import os
 import shutil
 import struct
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -88,11 +89,16 @@ class FashionMNISTDataModule(MNISTDataModule):
         )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         for archive in archives:
-            target = self.data_dir / archive.stem
-            partial = target.with_suffix(".partial")
-            with gzip.open(archive) as src, open(partial, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-            os.replace(partial, target)
+            # Each process its own partial file: all ranks of a DDP run may unpack at once (the fit
+            # reads the test split on every rank before training), and each rename is whole.
+            partial = self.data_dir / f"{archive.stem}.{uuid.uuid4().hex[:12]}.partial"
+            try:
+                with gzip.open(archive) as src, open(partial, "xb") as dst:
+                    shutil.copyfileobj(src, dst)
+                os.replace(partial, self.data_dir / archive.stem)
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
         return True
 
 

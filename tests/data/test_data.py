@@ -1,5 +1,7 @@
 """The DataModules, reading files in the real on-disk formats through torchvision."""
 
+import gzip
+
 import pytest
 import torch
 from helpers.data_files import write_mnist
@@ -13,6 +15,7 @@ from data import (
     ImageFolderDataModule,
     MNISTDataModule,
 )
+from data import mnist as mnist_module
 
 
 def test_mnist_split_sizes_shapes_and_normalization(mnist_root):
@@ -59,6 +62,34 @@ def test_fashion_mnist_falls_back_to_the_os_package(tmp_path, fashion_mnist):
     ]
     dm.setup("test")
     assert len(dm.test_set) == 10_000
+
+
+def test_fashion_mnist_ranks_unpack_the_os_package_at_once(tmp_path, monkeypatch):
+    """All ranks of a DDP fit read the test split before training, so each may unpack the OS copy; here
+    a second one unpacks it whole while the first is halfway through its first file."""
+    write_mnist(tmp_path / "source")
+    system_copy = tmp_path / "system"
+    system_copy.mkdir()
+    for idx in (tmp_path / "source" / "MNIST" / "raw").iterdir():
+        (system_copy / f"{idx.name}.gz").write_bytes(gzip.compress(idx.read_bytes()))
+
+    def rank(root):
+        dm = FashionMNISTDataModule(root=str(root), download=False, batch_size=32, num_workers=0)
+        dm.system_copy = system_copy
+        return dm
+
+    copy, others = mnist_module.shutil.copyfileobj, [rank(tmp_path / "data")]
+
+    def copy_while_another_rank_unpacks(src, dst):
+        if others:
+            others.pop().setup("test")
+        copy(src, dst)
+
+    monkeypatch.setattr(mnist_module.shutil, "copyfileobj", copy_while_another_rank_unpacks)
+    first = rank(tmp_path / "data")
+    first.setup("test")
+    assert len(first.test_set) == 251 and not others
+    assert sorted(p.name for p in first.data_dir.iterdir()) == sorted(p.stem for p in system_copy.iterdir())
 
 
 @pytest.mark.parametrize("download", [False, True])
