@@ -60,7 +60,9 @@ def test_the_documented_torchrun_command_survives_restarts():
     commands = [line for line in lines if re.search(r"\btorchrun ", line)]
     assert commands
     for command in commands:
-        for part in (RESTART_SAFE, "--max-restarts", "--rdzv-backend c10d", "--ckpt_path last"):
+        for part in ("--max-restarts", "--rdzv-backend c10d", "--ckpt_path last"):
             assert part in command, command
-    # README's Docker notes run torchrun as the image's entrypoint.
-    assert RESTART_SAFE in (ROOT / "Dockerfile").read_text()
+        # The Docker section runs torchrun as the image's entrypoint: the image sets the variable.
+        setting = (ROOT / "Dockerfile").read_text() if command.startswith("docker run") else command
+        assert RESTART_SAFE in setting, command
+    assert any(command.startswith("docker run") for command in commands)
