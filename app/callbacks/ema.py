@@ -20,10 +20,10 @@ class EMAWeightAveraging(LightningEMA):
     """
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        # Lightning copies the model here, before the strategy moves it to its device: on a GPU the
-        # average would stay on the CPU, every weight copied there from the GPU at every step.
-        if self._device is None:
-            self._device = trainer.strategy.root_device
+        # Lightning copies the model here, onto the model's device, before the strategy moves it: on a
+        # GPU the average would stay on the CPU, every weight copied there from the GPU at every step.
+        # Moved now (where the strategy puts it anyway), the copy lands on the training device.
+        pl_module.to(trainer.strategy.root_device)
         super().setup(trainer, pl_module, stage)
 
     def on_load_checkpoint(
