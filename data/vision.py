@@ -190,25 +190,28 @@ class VisionDataModule(LightningDataModule):
         # Not padded, so evaluation counts every sample exactly once.
         return UnrepeatedDistributedSampler(dataset, world, rank, shuffle=False)
 
-    def labels(self, dataset: TransformedSubset) -> Tensor:
-        """The label of each sample of ``dataset``, from its data set's ``targets`` (no image is read)."""
+    def labels(
+        self,
+        dataset: TransformedSubset,
+        wanted_by: str = "--data.sampler balanced",
+        otherwise: str = "pass --data.sampler shuffle",
+    ) -> Tensor:
+        """The label of each sample of ``dataset``, from its data set's ``targets`` (no image is read);
+        without them, a :class:`DataError` naming the option that ``wanted_by`` them and what to do
+        ``otherwise``."""
         targets = getattr(dataset.dataset, "targets", None)
         if targets is None:
             raise DataError(
-                f"--data.sampler balanced reads the training labels from the data set's `targets`, and "
+                f"{wanted_by} reads the training labels from the data set's `targets`, and "
                 f"{type(self).__name__}'s ({type(dataset.dataset).__name__}) has none: give it `targets` "
-                f"(a label per sample, as torchvision's data sets have) or pass --data.sampler shuffle"
+                f"(a label per sample, as torchvision's data sets have) or {otherwise}"
             )
         return torch.as_tensor(targets)[torch.as_tensor(dataset.indices)]
 
     def class_counts(self) -> list[int]:
         """How many training samples each class has (``--model.class_weights balanced`` reads them)."""
-        if getattr(self.train_set.dataset, "targets", None) is None:
-            raise DataError(
-                f"--model.class_weights balanced counts the training labels in the data set's `targets`, "
-                f"and {type(self).__name__}'s has none: give it `targets` or give the weights as a list"
-            )
-        return torch.bincount(self.labels(self.train_set), minlength=self.num_classes).tolist()
+        labels = self.labels(self.train_set, "--model.class_weights balanced", "give the weights as a list")
+        return torch.bincount(labels, minlength=self.num_classes).tolist()
 
     def dataloader(self, dataset: TransformedSubset, train: bool = False) -> Iterable:
         """Batches of ``dataset`` for this rank: a DataLoader with worker processes."""

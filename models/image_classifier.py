@@ -24,8 +24,6 @@ from models.schedules import RightOpenUnitInterval, SchedulerCallable
 
 # The example MNIST script's optimizer, as configs/defaults.yaml spells it out for the CLI.
 DEFAULT_OPTIMIZER = functools.partial(torch.optim.SGD, lr=0.01, momentum=0.9, weight_decay=5e-3)
-# What a ReduceLROnPlateau schedule can watch: the metrics this module logs at validation.
-VALIDATION_METRICS = ("val/loss", "val/acc", "val/f1_macro", "val/precision_macro", "val/recall_macro")
 
 
 def is_log_step(trainer: Trainer, every: int | None = None) -> bool:
@@ -103,12 +101,20 @@ class ImageClassifier(LightningModule):
         self.save_hyperparameters(ignore=["net", "optimizer", "scheduler"], logger=False)
         self.optimizer = optimization.plain(optimizer or DEFAULT_OPTIMIZER)
         self.scheduler = optimization.plain(scheduler) if scheduler is not None else None
+        # Metrics, not per-rank means: each sample weighs the same whatever rank saw it.
+        self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
+        self.val_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.test_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.val_scores = macro_metrics(num_classes, "val")  # f1, precision, recall (macro), top-5 acc
+        self.test_scores = macro_metrics(num_classes, "test")
+        # What a ReduceLROnPlateau schedule can watch: the metrics logged at validation.
+        logged = ["val/loss", "val/acc", *self.val_scores.keys()]
+        optimization.try_out(self.optimizer, self.scheduler, scheduler_monitor, logged)
         if isinstance(class_weights, list) and len(class_weights) != num_classes:
             raise ModelError(
                 f"--model.class_weights has {len(class_weights)} weights, the data has {num_classes} "
                 "classes: give one per class, or 'balanced'"
             )
-        optimization.try_out(self.optimizer, self.scheduler, scheduler_monitor, VALIDATION_METRICS)
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         if init_from:
             # Every rank reads the file, before DDP wraps the model (which would also broadcast rank
@@ -132,12 +138,6 @@ class ImageClassifier(LightningModule):
             if alpha is not None
         ]
         self.mix = v2.RandomChoice(mixes) if len(mixes) > 1 else mixes[0] if mixes else None
-        # Metrics, not per-rank means: each sample weighs the same whatever rank saw it.
-        self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
-        self.val_acc = MulticlassAccuracy(num_classes, average="micro")
-        self.test_acc = MulticlassAccuracy(num_classes, average="micro")
-        self.val_scores = macro_metrics(num_classes, "val")  # f1, precision, recall (macro), top-5 acc
-        self.test_scores = macro_metrics(num_classes, "test")
         self.resumed_plan: dict[str, int] | None = None  # the lr schedule a resumed run had planned
         self.unlogged_loss: Tensor | None = None  # an epoch's last loss, when not logged at its step
         # What the network was trained on (classes, input size, normalization), kept in checkpoints.
