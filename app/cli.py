@@ -18,7 +18,6 @@ from app import process
 from app.callbacks import last_checkpoint
 from app.callbacks.last_checkpoint import LastCheckpoint
 from app.callbacks.nan_stop import StopOnNonFiniteLoss
-from app.distributed.dp_strategy import batch_takers
 from app.errors import USER_ERRORS, UsageError, fail, peer_gone
 from app.parser import Parser
 from app.runs import folder
@@ -173,7 +172,7 @@ class CLI(LightningCLI):
             _ = logger.version
         trainer, model = self.trainer, self.model
         model.data_card = card(self.datamodule)  # a resume's checkpoint brings its own
-        world = batch_takers(trainer)
+        world = trainer.world_size
         device = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()
         batch = provided(self.datamodule, "batch_size")
         rank_zero_info(

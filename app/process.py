@@ -1,12 +1,10 @@
 """What the CLI changes in its own process when it starts; importing any module here changes nothing."""
 
+import importlib
 import logging
 import warnings
 
-from lightning.pytorch.strategies import StrategyRegistry
-
 from app.allocator import keep_freed_memory
-from app.distributed.dp_strategy import DataParallelStrategy
 
 # Lightning's console lines that are noise in this template, each silenced for one reason.
 QUIET = (
@@ -27,8 +25,7 @@ class _DropLines(logging.Filter):
 def prepare() -> None:
     """Tune the allocator, register ``--trainer.strategy dp``, and quiet what is not ours to show."""
     keep_freed_memory()
-    if "dp" not in StrategyRegistry:
-        StrategyRegistry.register("dp", DataParallelStrategy, description=DataParallelStrategy.__doc__)
+    importlib.import_module("app.dp").register()  # optional part: app/dp/
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropLines())
     # Lightning 2.6 on torch >= 2.10 warns about its own use of a torch internal; nothing for users to do.
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")

@@ -39,7 +39,7 @@ from torchvision import datasets, transforms
 from app.allocator import keep_freed_memory
 from benchmarks.common import now
 from data import ImageFolderDataModule
-from data.photos import IMAGENET_MEAN, IMAGENET_STD
+from data.image_folder.photos import IMAGENET_MEAN, IMAGENET_STD
 
 SAMPLES = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "hubble_deep_field")
 

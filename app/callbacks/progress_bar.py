@@ -6,7 +6,6 @@ from lightning.pytorch.callbacks.progress.rich_progress import ProcessingSpeedCo
 from rich.progress import ProgressColumn, Task
 from rich.text import Text
 
-from app.distributed.dp_strategy import batch_takers
 from data.contract import provided
 
 
@@ -39,7 +38,7 @@ class ThrottledRichProgressBar(RichProgressBar):
         batch = provided(trainer.datamodule, "batch_size")
         if not batch:
             return columns
-        speed = ImagesPerSecond(batch * batch_takers(trainer), self.theme.processing_speed)
+        speed = ImagesPerSecond(batch * trainer.world_size, self.theme.processing_speed)
         return [speed if isinstance(c, ProcessingSpeedColumn) else c for c in columns]
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx):

@@ -1,4 +1,4 @@
-"""The networks ``--model.net`` can name: every :class:`Net` subclass in a file of this folder."""
+"""The networks ``--model.net`` can name by their class names; any other ``nn.Module`` by its import path."""
 
 from models.nets.backbone import Backbone
 from models.nets.cifar_cnn import CifarCNN

@@ -12,7 +12,8 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from data import batch_transforms, folder_layout, photo_cache, photos
+from data import batch_transforms
+from data.image_folder import cache, layout, photos
 from data.resident import ResidentLoader
 from data.vision import DataError, DatasetNotFoundError, TransformedSubset, VisionDataModule
 
@@ -110,7 +111,7 @@ class ImageFolderDataModule(VisionDataModule):
     @functools.cached_property
     def classes(self) -> list[str]:
         """The class folders of ``ROOT/train``, sorted: label i is the i-th."""
-        return folder_layout.train_classes(Path(self.root))
+        return layout.train_classes(Path(self.root))
 
     @property
     def num_classes(self) -> int:
@@ -118,7 +119,7 @@ class ImageFolderDataModule(VisionDataModule):
 
     def load(self, train: bool) -> Dataset:
         if not train:
-            folder_layout.check_test_classes(Path(self.root), self.classes)
+            layout.check_test_classes(Path(self.root), self.classes)
         return self.folder("train" if train else "test")
 
     @functools.cache  # noqa: B019 (one DataModule per run: its cache lives as long)
@@ -143,9 +144,9 @@ class ImageFolderDataModule(VisionDataModule):
         if self.loader != "auto":
             return self.loader == "resident"
         count = sum(len(self.folder(split)) for split in self.splits())
-        size = photo_cache.decoded_bytes(count, self.resize_size, self.in_channels == 1)
+        size = cache.decoded_bytes(count, self.resize_size, self.in_channels == 1)
         device = self.trainer.strategy.root_device if self.trainer else torch.device("cpu")
-        fits = photo_cache.fits(size, device)
+        fits = cache.fits(size, device)
         rank_zero_info(
             f"data: {count} images take {size / 2**20:.0f} MiB decoded at {self.resize_size} px: "
             + (
@@ -174,7 +175,7 @@ class ImageFolderDataModule(VisionDataModule):
             for split in self.splits():
                 samples = self.folder(split).samples
                 try:
-                    photo_cache.prepare(self.root, split, samples, self.resize_size, self.in_channels == 1)
+                    cache.prepare(self.root, split, samples, self.resize_size, self.in_channels == 1)
                 except OSError as err:
                     rank_zero_info(f"data: cannot keep the decoded copy in {self.root}/.cache ({err})")
 
@@ -194,15 +195,15 @@ class ImageFolderDataModule(VisionDataModule):
         """The images of ``folder`` decoded, from the copy ``prepare_data`` wrote (read once)."""
         if folder.root not in self._decoded:
             split, grey = Path(folder.root).name, self.in_channels == 1
-            path = photo_cache.cache_file(self.root, split, folder.samples, self.resize_size, grey)
+            path = cache.cache_file(self.root, split, folder.samples, self.resize_size, grey)
             if path.is_file():
-                self._decoded[folder.root] = photo_cache.load(path, folder.samples)
+                self._decoded[folder.root] = cache.load(path, folder.samples)
             else:
                 # Every process that decodes in memory says so: under DDP the others should have read
                 # the copy that one process per node wrote.
                 rank = self.trainer.global_rank if self.trainer is not None else 0
                 log.warning(f"data: rank {rank} decodes {folder.root} in memory ({path} is missing)")
-                self._decoded[folder.root] = photo_cache.build(folder.samples, self.resize_size, grey)
+                self._decoded[folder.root] = cache.build(folder.samples, self.resize_size, grey)
         return self._decoded[folder.root]
 
     def dataloader(self, dataset: TransformedSubset, train: bool = False) -> Iterable:

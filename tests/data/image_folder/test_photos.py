@@ -12,10 +12,10 @@ from PIL import Image
 from torchvision.transforms import RandomResizedCrop
 
 from data import ImageFolderDataModule
-from data import photos as photo_files
 from data.batch_transforms import crop_boxes, normalize, random_resized_crop
-from data.photo_cache import decode_square
-from data.photos import IMAGENET_MEAN, IMAGENET_STD, read_photo
+from data.image_folder import photos as photo_files
+from data.image_folder.cache import decode_square
+from data.image_folder.photos import IMAGENET_MEAN, IMAGENET_STD, read_photo
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 import torch
-from lightning.pytorch.strategies import ParallelStrategy
+from lightning.pytorch.strategies import ParallelStrategy, StrategyRegistry
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from torch import Tensor, nn
 
@@ -40,6 +40,10 @@ class DataParallelStrategy(ParallelStrategy):
     def root_device(self) -> torch.device:
         assert self.parallel_devices, "the Trainer sets parallel_devices"
         return self.parallel_devices[0]
+
+    @property
+    def world_size(self) -> int:
+        return 1  # one process takes each batch whole, so lr and images/s count it once
 
     @property
     def distributed_sampler_kwargs(self) -> None:
@@ -95,6 +99,7 @@ class DataParallelStrategy(ParallelStrategy):
         return decision
 
 
-def batch_takers(trainer: Any) -> int:
-    """How many batches of ``--data.batch_size`` one step takes: the processes, or 1 under ``dp``."""
-    return 1 if isinstance(trainer.strategy, DataParallelStrategy) else trainer.world_size
+def register() -> None:
+    """Make ``--trainer.strategy dp`` name this strategy (the CLI calls it when it starts)."""
+    if "dp" not in StrategyRegistry:
+        StrategyRegistry.register("dp", DataParallelStrategy, description=DataParallelStrategy.__doc__)

@@ -16,7 +16,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 from torchvision.transforms.v2 import functional as F
 
-from data.photos import read_photo
+from data.image_folder.photos import read_photo
 
 FORMAT = 2  # bump when what is stored changes (2: photos turned upright by their EXIF orientation)
 SHARE_OF_MEMORY = 0.25  # `auto` keeps a folder resident when its decoded copy takes less than this
