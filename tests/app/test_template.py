@@ -7,13 +7,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from helpers.cli import ROOT, SHRINK, app_command, app_env, check, logged, run_app, run_folder
 from helpers.data_files import write_photo_folder
 
 TINY_NET = """
     from torch import nn
 
-    from models import Net
+    from models.nets.net import Net
 
 
     class {name}(Net):
@@ -94,24 +95,33 @@ def test_classes_in_any_module_train_by_class_path(mnist_root, tmp_path, monkeyp
     assert "class_path: mymod.TinyNet" in config and "class_path: mymod.MyData" in config
 
 
-def test_files_dropped_into_the_packages_are_found_by_short_name(tmp_path):
+@pytest.mark.parametrize("named", ["by_path", "by_short_name"])
+def test_files_added_to_the_packages_train_by_path_or_once_imported_by_short_name(named, tmp_path):
     project = tmp_path / "project"
     for package in ("app", "models", "data", "configs"):
         shutil.copytree(ROOT / package, project / package, ignore=shutil.ignore_patterns("__pycache__"))
     write(project / "models" / "nets" / "my_net.py", TINY_NET, name="MyNet")
     write(project / "data" / "my_data.py", PLAIN_DATA)
+    classes = ["--model.net=models.nets.my_net.MyNet", "--data=data.my_data.MyDataModule"]
+    if named == "by_short_name":
+        # The one line each that the README gives: the short names are the classes imported there.
+        with open(project / "models" / "nets" / "__init__.py", "a") as init:
+            init.write("from models.nets.my_net import MyNet as MyNet\n")
+        with open(project / "data" / "__init__.py", "a") as init:
+            init.write("from data.my_data import MyDataModule as MyDataModule\n")
+        classes = ["--model.net=MyNet", "--data=MyDataModule"]
     trainer_only = [arg for arg in SHRINK if not arg.startswith("--data.")]
-    result = run_app_with(
-        project, "fit", *trainer_only, "--model.net=MyNet", "--data=MyDataModule", shrink=False, cwd=tmp_path
-    )
+    result = run_app_with(project, "fit", *trainer_only, *classes, shrink=False, cwd=tmp_path)
     # MyNet's defaults fit 1x28x28 images: training on 3x8x8 ones shows the sizes were linked in.
     check(result)
     run = run_folder(tmp_path)
     assert 0 <= logged(run)["test/acc"][-1] <= 1
     config = (run / "config.yaml").read_text()
-    assert (
-        "class_path: models.nets.my_net.MyNet" in config and "class_path: data.my_data.MyDataModule" in config
-    )
+    # jsonargparse writes the shortest import path: the package's, once it imports the class.
+    paths = ["models.nets.my_net.MyNet", "data.my_data.MyDataModule"]
+    if named == "by_short_name":
+        paths = ["models.nets.MyNet", "data.MyDataModule"]
+    assert all(f"class_path: {path}\n" in config for path in paths)
 
 
 def readme_example(file: str) -> str:
