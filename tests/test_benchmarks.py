@@ -4,12 +4,14 @@ import json
 
 import pytest
 import torch
-from helpers.cli import check, logged, run_app, run_folder
+import yaml
+from helpers.cli import ROOT, check, logged, run_app, run_folder
 from helpers.data_files import write_photo_folder
 from helpers.page_faults import STEPS, run_python
 
 from benchmarks.__main__ import median_run, throughput, timed
 from benchmarks.photos import images_per_second, ours, reference, resnet18_step
+from benchmarks.pictures import PICTURES, without_pictures
 
 
 def test_the_timer_counts_training_steps_and_the_whole_fit(mnist_root, tmp_path):
@@ -19,6 +21,20 @@ def test_the_timer_counts_training_steps_and_the_whole_fit(mnist_root, tmp_path)
     assert record["train_samples"] == [4 * 128, 4 * 128]  # 512 training images, 4 batches per epoch
     assert 0 < sum(record["train_seconds"]) < record["fit_seconds"]  # the fit also validates
     assert record["test_acc"] == pytest.approx(logged(run_folder(tmp_path))["test/acc"][-1])
+
+
+def test_the_pictures_benchmark_drops_only_validation_pictures(mnist_root, tmp_path):
+    check(
+        run_app(
+            "fit", f"--data.root={mnist_root}", "--test_after_fit=false", without_pictures(), cwd=tmp_path
+        )
+    )
+    run = run_folder(tmp_path)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    defaults = yaml.safe_load((ROOT / "configs" / "defaults.yaml").read_text())
+    paths = [c if isinstance(c, str) else c["class_path"] for c in defaults["trainer"]["callbacks"]]
+    assert [c["class_path"] for c in config["trainer"]["callbacks"]] == [p for p in paths if p != PICTURES]
+    assert not (run / "plots").exists()
 
 
 def test_throughput_leaves_out_the_first_epoch():

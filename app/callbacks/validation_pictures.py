@@ -1,7 +1,12 @@
 """Pictures of validation: sample predictions and a confusion matrix, and PNG plots when fit ends."""
 
 import math
+import multiprocessing
+import os
+import signal
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +30,18 @@ TEXT_UP_TO = 20  # classes: beyond, counts and names in the matrix's cells would
 CELL_INCHES, TITLE_INCHES, GAP = 1.6, 0.35, 2  # sample grid: image width, title band, pixels between
 
 
+@dataclass(frozen=True)
+class Sketch:
+    """What one validation's pictures are drawn from: plain CPU data, sent to the drawing process."""
+
+    matrix: np.ndarray
+    epoch: int
+    names: list[str]
+    mean: Sequence[float] | None
+    std: Sequence[float] | None
+    shown: tuple[np.ndarray, list[int], list[int]] | None  # images, preds, labels
+
+
 class ValidationPictures(Callback):
     """What the classifier gets right and wrong, drawn with matplotlib.
 
@@ -33,6 +50,10 @@ class ValidationPictures(Callback):
     in red), and ``val/confusion_matrix``, over the whole validation set of all ranks. When fit ends
     it writes ``curves.png`` (loss and accuracy per epoch) and ``confusion_matrix.png`` into
     ``FOLDER`` under ``trainer.default_root_dir``.
+
+    Training does not wait for the drawing: a forked process of rank 0 draws while the next epoch
+    trains, and the pictures go to the loggers once drawn. The end of a run (fit's end, the end
+    of a validate or test, an exception such as Lightning's SIGTERM stop) waits for the last ones.
 
     The model's ``validation_step`` returns ``{"preds": class indices}``; class names come from the
     DataModule's ``class_names`` where it has them.
@@ -50,6 +71,8 @@ class ValidationPictures(Callback):
         self.history: dict[int, dict[str, float]] = {}  # epoch -> metric -> value
         self.last_loss: Tensor | None = None  # of this epoch's last training step
         self.shown: tuple[Tensor, Tensor, Tensor] | None = None  # images, preds, labels for the grid
+        self.painter: ProcessPoolExecutor | None = None
+        self.drawing: list[tuple[int, Future]] = []  # (global step, pictures by key), oldest first
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         # The model's first: it holds the checkpoint's count where the data is gone (predict, export).
@@ -95,18 +118,22 @@ class ValidationPictures(Callback):
             return
         # On every rank: compute() gathers the counts of all ranks when torch.distributed runs.
         self.matrix, self.matrix_epoch = self.confusion.compute().cpu(), trainer.current_epoch
-        loggers = [lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger | WandbLogger)]
-        if not trainer.is_global_zero or not loggers:
+        if not trainer.is_global_zero or not _picture_loggers(trainer):
             return
-        figures = {"val/confusion_matrix": self.confusion_figure(trainer)}
+        self._log_drawn(trainer)
+        datamodule = trainer.datamodule
+        shown = None
         if self.shown is not None:
-            figures["val/samples"] = self.samples_figure(trainer, *self.shown)
-        for key, fig in figures.items():
-            for logger in loggers:
-                if isinstance(logger, TensorBoardLogger):
-                    logger.experiment.add_figure(key, fig, global_step=trainer.global_step, close=False)
-                else:
-                    logger.log_image(key=key, images=[_pixels(fig)], step=trainer.global_step)
+            images, preds, labels = self.shown
+            shown = (images.numpy(), preds.tolist(), labels.tolist())
+        mean, std = provided(datamodule, "mean"), provided(datamodule, "std")
+        sketch = Sketch(self.matrix.numpy(), self.matrix_epoch, _class_names(trainer), mean, std, shown)
+        if self.painter is None:
+            # Forked: it has the modules already (a spawned one would import torch again while the
+            # epoch trains), and it is sent only the sketch.
+            context = multiprocessing.get_context("fork")
+            self.painter = ProcessPoolExecutor(1, mp_context=context, initializer=_painter_start)
+        self.drawing.append((trainer.global_step, self.painter.submit(draw, sketch)))
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.state.fn == "fit" and not trainer.sanity_checking:
@@ -116,6 +143,8 @@ class ValidationPictures(Callback):
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self.last_loss = outputs["loss"] if isinstance(outputs, Mapping) else outputs
+        if self.drawing and self.drawing[0][1].done():
+            self._log_drawn(trainer)
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # The step's own loss: the model may log an epoch's last loss only after this hook (and the
@@ -125,6 +154,7 @@ class ValidationPictures(Callback):
         self.last_loss = None
 
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._finish(trainer)
         if not trainer.is_global_zero:
             return
         folder = Path(trainer.default_root_dir) / self.folder
@@ -133,6 +163,36 @@ class ValidationPictures(Callback):
             curves_figure(self.history).savefig(folder / "curves.png")
         if self.matrix is not None:
             self.confusion_figure(trainer).savefig(folder / "confusion_matrix.png")
+
+    def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        self._finish(trainer)
+
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        try:
+            self._finish(trainer)
+        except Exception as error:  # the run's own exception is the one to report
+            rank_zero_warn(f"ValidationPictures: the last pictures were not logged: {error!r}")
+
+    def _log_drawn(self, trainer: Trainer, wait: bool = False) -> None:
+        """Send the loggers the pictures drawn so far, in order; with ``wait``, all of them."""
+        while self.drawing and (wait or self.drawing[0][1].done()):
+            step, future = self.drawing.pop(0)
+            for key, pixels in future.result().items():
+                for logger in _picture_loggers(trainer):
+                    if isinstance(logger, TensorBoardLogger):
+                        logger.experiment.add_image(key, pixels, global_step=step, dataformats="HWC")
+                    else:
+                        logger.log_image(key=key, images=[pixels], step=step)
+
+    def _finish(self, trainer: Trainer) -> None:
+        """Log every picture still being drawn, then end the drawing process."""
+        try:
+            self._log_drawn(trainer, wait=True)
+        finally:
+            self.drawing = []
+            if self.painter is not None:
+                self.painter.shutdown()
+                self.painter = None
 
     def state_dict(self) -> dict[str, Any]:
         return {"history": self.history}
@@ -149,41 +209,76 @@ class ValidationPictures(Callback):
 
     def confusion_figure(self, trainer: Trainer) -> Figure:
         """The last validation's confusion matrix, counts written in the cells if there are few classes."""
-        n = len(self.matrix)
-        few = n <= TEXT_UP_TO
-        fig = _figure(2 + 0.7 * min(n, 26), 2 + 0.7 * min(n, 26))
-        labels = _class_names(trainer, n) if few else None
-        self.confusion.plot(self.matrix, ax=fig.add_subplot(), add_text=few, labels=labels)
-        fig.suptitle(f"validation, epoch {self.matrix_epoch}: {int(self.matrix.sum())} samples")
-        return fig
+        return matrix_figure(self.matrix, self.matrix_epoch, _class_names(trainer))
 
     def samples_figure(self, trainer: Trainer, images: Tensor, preds: Tensor, labels: Tensor) -> Figure:
-        """A grid of ``images`` titled with predicted and true class; wrong ones in red.
-
-        One picture (torchvision's ``make_grid``) with a white band above each image for its title:
-        as 32 subplots, matplotlib took about a second per validation to lay it out.
-        """
-        names = _class_names(trainer, 1 + max(int(preds.max()), int(labels.max())))
+        """A grid of ``images`` titled with predicted and true class; wrong ones in red."""
         datamodule = trainer.datamodule
         mean, std = provided(datamodule, "mean"), provided(datamodule, "std")
-        cols = min(8, len(images))
-        height, width = images.shape[-2:]
-        inches = CELL_INCHES / (width + GAP)  # per pixel of the grid
-        band = math.ceil(TITLE_INCHES / inches)
-        shown = torch.stack([_displayable(image, mean, std) for image in images])
-        grid = make_grid(F.pad(shown, (0, 0, band, 0), value=1.0), nrow=cols, padding=GAP, pad_value=1.0)
-        fig = _figure(grid.shape[2] * inches, grid.shape[1] * inches, layout=None)
-        ax = fig.add_axes((0, 0, 1, 1))
-        ax.set_axis_off()
-        ax.imshow(grid.permute(1, 2, 0).numpy(), interpolation="nearest")
-        for i, (pred, label) in enumerate(zip(preds.tolist(), labels.tolist(), strict=True)):
-            row, col = divmod(i, cols)
-            x = GAP + col * (width + GAP) + width / 2
-            y = GAP + row * (height + band + GAP) + band / 2
-            wrong = pred != label
-            title = f"{'✗ ' if wrong else ''}pred {names[pred]}\ntrue {names[label]}"
-            ax.text(x, y, title, ha="center", va="center", fontsize=8, color="red" if wrong else "black")
-        return fig
+        return grid_figure(images, preds, labels, _class_names(trainer), mean, std)
+
+
+def draw(sketch: Sketch) -> dict[str, np.ndarray]:
+    """The pictures of one validation as (H, W, 3) uint8 arrays, by logger key."""
+    names = sketch.names
+    figures = {"val/confusion_matrix": matrix_figure(torch.from_numpy(sketch.matrix), sketch.epoch, names)}
+    if sketch.shown is not None:
+        images, preds, labels = sketch.shown
+        grid = grid_figure(
+            torch.from_numpy(images),
+            torch.tensor(preds),
+            torch.tensor(labels),
+            names,
+            sketch.mean,
+            sketch.std,
+        )
+        figures["val/samples"] = grid
+    return {key: _pixels(fig) for key, fig in figures.items()}
+
+
+def matrix_figure(matrix: Tensor, epoch: int, names: Sequence[str]) -> Figure:
+    """A confusion matrix, counts written in the cells if there are few classes."""
+    n = len(matrix)
+    few = n <= TEXT_UP_TO
+    fig = _figure(2 + 0.7 * min(n, 26), 2 + 0.7 * min(n, 26))
+    labels = _first(names, n) if few else None
+    MulticlassConfusionMatrix(n).plot(matrix, ax=fig.add_subplot(), add_text=few, labels=labels)
+    fig.suptitle(f"validation, epoch {epoch}: {int(matrix.sum())} samples")
+    return fig
+
+
+def grid_figure(
+    images: Tensor,
+    preds: Tensor,
+    labels: Tensor,
+    names: Sequence[str],
+    mean: Sequence[float] | None,
+    std: Sequence[float] | None,
+) -> Figure:
+    """A grid of ``images`` titled with predicted and true class; wrong ones in red.
+
+    One picture (torchvision's ``make_grid``) with a white band above each image for its title:
+    as 32 subplots, matplotlib took about a second per validation to lay it out.
+    """
+    names = _first(names, 1 + max(int(preds.max()), int(labels.max())))
+    cols = min(8, len(images))
+    height, width = images.shape[-2:]
+    inches = CELL_INCHES / (width + GAP)  # per pixel of the grid
+    band = math.ceil(TITLE_INCHES / inches)
+    shown = torch.stack([_displayable(image, mean, std) for image in images])
+    grid = make_grid(F.pad(shown, (0, 0, band, 0), value=1.0), nrow=cols, padding=GAP, pad_value=1.0)
+    fig = _figure(grid.shape[2] * inches, grid.shape[1] * inches, layout=None)
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_axis_off()
+    ax.imshow(grid.permute(1, 2, 0).numpy(), interpolation="nearest")
+    for i, (pred, label) in enumerate(zip(preds.tolist(), labels.tolist(), strict=True)):
+        row, col = divmod(i, cols)
+        x = GAP + col * (width + GAP) + width / 2
+        y = GAP + row * (height + band + GAP) + band / 2
+        wrong = pred != label
+        title = f"{'✗ ' if wrong else ''}pred {names[pred]}\ntrue {names[label]}"
+        ax.text(x, y, title, ha="center", va="center", fontsize=8, color="red" if wrong else "black")
+    return fig
 
 
 def curves_figure(history: Mapping[int, Mapping[str, float]]) -> Figure:
@@ -215,10 +310,27 @@ def _pixels(fig: Figure) -> np.ndarray:
     return np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
 
 
-def _class_names(trainer: Trainer, n: int) -> list[str]:
+def _picture_loggers(trainer: Trainer) -> list[TensorBoardLogger | WandbLogger]:
+    return [lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger | WandbLogger)]
+
+
+def _painter_start() -> None:
+    # The drawing process yields the cores to training, and outlives a signal sent to the whole
+    # job: rank 0 stops on it, then waits for the pictures still being drawn.
+    os.nice(10)
+    torch.set_num_threads(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _class_names(trainer: Trainer) -> list[str]:
     names = provided(trainer.datamodule, "class_names")
-    names = [str(name) for name in names] if isinstance(names, Sequence) else []
-    return names[:n] + [str(i) for i in range(len(names), n)]
+    return [str(name) for name in names] if isinstance(names, Sequence) else []
+
+
+def _first(names: Sequence[str], n: int) -> list[str]:
+    """``n`` class names: the known ones, then indices."""
+    return list(names[:n]) + [str(i) for i in range(len(names), n)]
 
 
 def _displayable(image: Tensor, mean: Sequence[float] | None, std: Sequence[float] | None) -> Tensor:

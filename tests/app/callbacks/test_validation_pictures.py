@@ -1,20 +1,24 @@
 """ValidationPictures in real training runs: PNG files, logger images, confusion matrix counts."""
 
+import io
 import math
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
-from helpers.cli import check, run_app
+from helpers.cli import callback, check, run_app, run_folder
 from lightning import Trainer
 from PIL import Image
 
+from app.callbacks import validation_pictures
 from app.callbacks.validation_pictures import ValidationPictures, _pixels
 from data import MNISTDataModule
 from models import ImageClassifier, MnistCNN
 
+DRAW = validation_pictures.draw
 VAL_SIZE = 101  # odd: under 2 processes the shards differ in size (51 and 50), none padded
 
 
@@ -172,6 +176,72 @@ def test_tensorboard_run_gets_the_figures(mnist_root, tmp_path):
     for tag in ("val/confusion_matrix", "val/samples"):
         (image,) = events.Images(tag)  # one validation: the sanity check's is not logged
         assert min(image.width, image.height) >= 200
+
+
+def logged_images(folder: Path) -> dict[str, list[tuple[int, np.ndarray]]]:
+    """The images of the TensorBoard event files under ``folder``: tag -> (step, RGB pixels)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (events_file,) = folder.rglob("events.out.tfevents.*")
+    events = EventAccumulator(str(events_file), size_guidance={"images": 0})
+    events.Reload()
+    return {
+        tag: [
+            (e.step, np.asarray(Image.open(io.BytesIO(e.encoded_image_string)).convert("RGB")))
+            for e in events.Images(tag)
+        ]
+        for tag in events.Tags()["images"]
+    }
+
+
+def slow_draw(sketch):
+    """The drawing process's work, a while later: the run goes on (or ends) meanwhile."""
+    time.sleep(3)
+    return DRAW(sketch)
+
+
+def test_logged_pictures_are_those_drawn_in_the_training_process(mnist_root, tmp_path):
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    pictures = ValidationPictures(samples=5)
+    trainer = fit(
+        mnist_root, tmp_path, pictures, data=NamedMNIST, logger=TensorBoardLogger(tmp_path, name="tb")
+    )
+    images = logged_images(tmp_path / "tb")
+    expected = {
+        "val/confusion_matrix": _pixels(pictures.confusion_figure(trainer)),
+        "val/samples": _pixels(pictures.samples_figure(trainer, *pictures.shown)),
+    }
+    assert images.keys() == expected.keys()
+    for tag, pixels in expected.items():
+        ((step, logged),) = images[tag]
+        assert step == trainer.global_step
+        assert np.array_equal(logged, pixels), tag
+
+
+def test_fit_ends_once_the_last_validations_pictures_are_logged(mnist_root, tmp_path, monkeypatch):
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    monkeypatch.setattr(validation_pictures, "draw", slow_draw)
+    pictures = ValidationPictures()
+    trainer = fit(mnist_root, tmp_path, pictures, max_epochs=2, logger=TensorBoardLogger(tmp_path, name="tb"))
+    images = logged_images(tmp_path / "tb")
+    for tag in ("val/confusion_matrix", "val/samples"):
+        assert [step for step, _ in images[tag]] == [2, 4]  # each epoch's validation, in order
+    assert np.array_equal(images["val/confusion_matrix"][-1][1], _pixels(pictures.confusion_figure(trainer)))
+    assert pictures.painter is None and not pictures.drawing  # the drawing process ended with the fit
+
+
+def test_sigterm_waits_for_the_pictures_being_drawn(mnist_root, tmp_path, monkeypatch):
+    """Lightning's SIGTERM stop comes while epoch 0's pictures are still being drawn: they are logged."""
+    monkeypatch.setattr(validation_pictures, "draw", slow_draw)
+    args = [f"--data.root={mnist_root}", "--trainer.max_epochs=3", "--trainer.logger=TensorBoardLogger"]
+    stopped = run_app("fit", *args, callback("helpers.stops.SigtermAt", step=5), cwd=tmp_path)
+    assert stopped.returncode == 143, stopped.stderr[-2000:]
+    images = logged_images(run_folder(tmp_path))
+    for tag in ("val/confusion_matrix", "val/samples"):
+        ((step, pixels),) = images[tag]  # epoch 0's validation, after step 4
+        assert step == 4 and pixels.var() > 0
 
 
 def test_wandb_offline_run_gets_the_images(mnist_root, tmp_path, monkeypatch):
