@@ -20,7 +20,7 @@ import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-PICTURES = "app.callbacks.validation_pictures.ValidationPictures"
+PICTURES = "app.pictures.callback.ValidationPictures"
 
 
 def without_pictures() -> str:

@@ -31,7 +31,7 @@ PARTS = parts()
 
 
 def test_the_readme_lists_the_parts():
-    assert {"image folders", "dp", "W&B sweeps", "benchmarks"} <= set(PARTS)
+    assert {"image folders", "dp", "validation pictures", "W&B sweeps", "benchmarks"} <= set(PARTS)
 
 
 def drop(project: Path, paths: list[str], line_in: str | None) -> None:

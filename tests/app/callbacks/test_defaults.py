@@ -46,10 +46,10 @@ def test_print_config_lists_every_callback_and_plugin_the_trainer_runs(mnist_roo
 
 def test_a_yaml_list_removes_a_default_callback(mnist_root, tmp_path):
     config = printed(tmp_path)
-    mine = [c for c in config["trainer"]["callbacks"] if "validation_pictures" not in c["class_path"]]
+    mine = [c for c in config["trainer"]["callbacks"] if "app.pictures" not in c["class_path"]]
     path = tmp_path / "no_pictures.yaml"
     path.write_text(yaml.safe_dump({"trainer": {"callbacks": mine}}))
-    assert "validation_pictures" not in json.dumps(printed(tmp_path, f"--config={path}")["trainer"])
+    assert "app.pictures" not in json.dumps(printed(tmp_path, f"--config={path}")["trainer"])
     check(run_app("fit", f"--config={path}", f"--data.root={mnist_root}", cwd=tmp_path))
     assert not (run_folder(tmp_path) / "plots").exists()
 

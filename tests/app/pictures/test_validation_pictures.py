@@ -13,8 +13,9 @@ from helpers.cli import callback, check, run_app, run_folder
 from lightning import Trainer
 from PIL import Image
 
-from app.callbacks import validation_pictures
-from app.callbacks.validation_pictures import ValidationPictures, _pixels
+from app.pictures import ValidationPictures
+from app.pictures import callback as validation_pictures
+from app.pictures.drawing import _pixels
 from data import MNISTDataModule
 from models import ImageClassifier, MnistCNN
 
