@@ -1,21 +1,20 @@
 """The command line: LightningCLI over ``models`` and ``data``, one run folder per run, one-line errors."""
 
-import os
 import shlex
 import signal
 import sys
 from pathlib import Path
 
 from jsonargparse import ActionConfigFile
-from lightning.pytorch.callbacks import ModelCheckpoint, ModelSummary, ProgressBar
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.core.datamodule import LightningDataModule
+from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 import models
-from app import process
-from app.callbacks import last_checkpoint
+from app import internals, process
 from app.callbacks.last_checkpoint import LastCheckpoint
 from app.callbacks.nan_stop import StopOnNonFiniteLoss
 from app.errors import USER_ERRORS, UsageError, fail, peer_gone
@@ -23,7 +22,7 @@ from app.parser import Parser
 from app.runs import folder
 from app.runs.checkpoints import check_checkpoint, check_fits, data_card, last_of
 from app.runs.config import RunConfig
-from app.runs.wandb_logger import WandbLogger
+from app.runs.csv_logger import AppendingCSVLogger  # noqa: F401 (imported: --trainer.logger AppendingCSVLogger names it)
 from app.trainer import Trainer
 from data import DataError
 from data.contract import card, provided
@@ -31,8 +30,49 @@ from data.contract import card, provided
 DEFAULTS = Path(__file__).resolve().parents[1] / "configs" / "defaults.yaml"
 
 
+class Stopped(Exception):
+    """Training stopped by a signal, ``last.ckpt`` saved: what :func:`main` tells the user.
+
+    Attributes:
+        signal_name: ``SIGTERM`` or ``SIGINT`` (a first Ctrl-C during fit, handled as a SIGTERM).
+        last: the ``last.ckpt`` of the run.
+    """
+
+    def __init__(self, signal_name: str, last: Path) -> None:
+        super().__init__(f"stopped by {signal_name}")
+        self.signal_name, self.last = signal_name, last
+
+
 class CLI(LightningCLI):
     """``python -m app fit|validate|test|predict|export``; defaults in ``configs/defaults.yaml``."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        # LightningCLI parses, builds and runs the subcommand in its constructor: what follows a
+        # failure or a stop is done here.
+        try:
+            super().__init__(*args, **kwargs)
+        except BaseException as err:
+            run, trainer = getattr(self, "run", None), getattr(self, "trainer", None)
+            if run is not None and (trainer is None or trainer.global_step == 0):
+                folder.discard(run)  # a start that failed: nothing worth keeping
+            if isinstance(err, SIGTERMException) and run is not None:
+                raise Stopped(self.stopped_by(), last_of(run.folder)) from err
+            raise
+        finally:
+            for logger in self.trainer.loggers if hasattr(self, "trainer") else []:
+                if isinstance(logger, WandbLogger):
+                    # Left to wandb's exit hook, its closing lines reach a log file with their terminal
+                    # colour codes (the stream checks no longer work at interpreter exit).
+                    wandb_run = internals.started_wandb_run(logger)
+                    if wandb_run is not None:
+                        wandb_run.finish()
+
+    def stopped_by(self) -> str:
+        """The signal that stopped training: ``SIGINT`` where LastCheckpoint took a Ctrl-C for one."""
+        for callback in self.trainer.callbacks:
+            if isinstance(callback, LastCheckpoint) and callback.stopped_by:
+                return callback.stopped_by
+        return "SIGTERM"
 
     def init_parser(self, **kwargs) -> LightningArgumentParser:
         parser = Parser(**kwargs)
@@ -75,13 +115,13 @@ class CLI(LightningCLI):
                 raise
             return self.saved_card["num_classes"]
 
-    def _parse_ckpt_path(self) -> None:
+    def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
+        super().parse_arguments(parser, args)
         # Lightning reads hyperparameters from --ckpt_path right after parsing: check the file first.
         subcommand = self.config.get("subcommand")
         ckpt = self.config[subcommand].get("ckpt_path") if subcommand else None
         if ckpt and ckpt != "last":
             check_checkpoint(ckpt)
-        super()._parse_ckpt_path()
 
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand]
@@ -101,7 +141,6 @@ class CLI(LightningCLI):
         try:
             super().instantiate_classes()
         except ValueError as err:
-            folder.discard(self.run)
             # What a link's compute_fn raised (num_classes, read from the data) comes wrapped by jsonargparse.
             if isinstance(err.__cause__, USER_ERRORS):
                 raise err.__cause__ from None
@@ -110,48 +149,42 @@ class CLI(LightningCLI):
             while isinstance(err.__cause__, ValueError):
                 err = err.__cause__
             raise UsageError(str(err)) from err
-        except BaseException:
-            folder.discard(self.run)
-            raise
         for note in self.run.notes:
             rank_zero_info(note)
         follow_weights(self.model, self.datamodule)
 
-    def _run_subcommand(self, subcommand: str) -> None:
+    def instantiate_trainer(self, **kwargs) -> Trainer:
         try:
-            ckpt = self.config_init[subcommand].get("ckpt_path")
-            if ckpt:
-                check_fits(ckpt, self.model, resume=subcommand == "fit")
-            super()._run_subcommand(subcommand)
-        except BaseException:
-            if self.trainer.global_step == 0:  # a start that failed: nothing worth keeping
-                folder.discard(self.run)
-            raise
-        finally:
-            for logger in self.trainer.loggers:
-                if isinstance(logger, WandbLogger):
-                    logger.finish()
-
-    def _instantiate_trainer(self, config: dict, callbacks: list) -> Trainer:
-        # A flag that turns a feature off also removes the listed callbacks that provide it.
-        off = [ProgressBar] if config.get("enable_progress_bar") is False else []
-        off += [ModelSummary] if config.get("enable_model_summary") is False else []
-        off += [ModelCheckpoint, LastCheckpoint] if config.get("enable_checkpointing") is False else []
-        keep = lambda items: [c for c in items or [] if not isinstance(c, tuple(off))]  # noqa: E731
-        config["callbacks"] = keep(config.get("callbacks"))
-        try:
-            trainer = super()._instantiate_trainer(config, keep(callbacks))
-            for callback in trainer.callbacks:
-                if isinstance(callback, RunConfig):
-                    callback.given = self.run.given
+            trainer = super().instantiate_trainer(**kwargs)
             # Checked by Lightning only at launch, after a traceback-prone start: check it now.
             environment = getattr(trainer.strategy, "cluster_environment", None)
             if environment is not None:
                 environment.validate_settings(trainer.num_devices, trainer.num_nodes)
-            return trainer
         except (MisconfigurationException, ValueError, TypeError) as err:
             # Trainer flags this machine or launcher cannot honour: the user's to fix, not a bug.
             raise UsageError(str(err)) from err
+        for callback in trainer.callbacks:
+            if isinstance(callback, RunConfig):
+                callback.given = self.run.given
+        return trainer
+
+    def check_fits(self) -> None:
+        """Stop before any work where ``--ckpt_path``'s weights do not fit the model built."""
+        ckpt = self.config_init[self.subcommand].get("ckpt_path")
+        if ckpt:
+            check_fits(ckpt, self.model, resume=self.subcommand == "fit")
+
+    def before_validate(self) -> None:
+        self.check_fits()
+
+    def before_test(self) -> None:
+        self.check_fits()
+
+    def before_predict(self) -> None:
+        self.check_fits()
+
+    def before_export(self) -> None:
+        self.check_fits()
 
     @property
     def tests_after_fit(self) -> bool:
@@ -159,6 +192,7 @@ class CLI(LightningCLI):
         return self.config.fit.test_after_fit and provided(self.datamodule, "has_test_split", True)
 
     def before_fit(self) -> None:
+        self.check_fits()
         if self.config.fit.test_after_fit and not self.tests_after_fit:
             rank_zero_info(
                 f"fit: {type(self.datamodule).__name__} has no test split: fit ends without a test"
@@ -228,14 +262,12 @@ def main(args: list[str] | None = None) -> None:
             raise
         # The process that failed first printed why; this one only lost its peer.
         fail("another process of this job failed (its error is above); this one stopped too")
-    except SIGTERMException:
-        last = last_of(os.environ.get(folder.RUN_DIR_ENV, "RUN"))
+    except Stopped as stop:
         given = args if args is not None else sys.argv[1:]
         resume = shlex.join(["python", "-m", "app", *without_ckpt_path(given), "--ckpt_path", "last"])
-        signal_name = last_checkpoint.stopped_by or "SIGTERM"
-        how = "Ctrl-C" if signal_name == "SIGINT" else signal_name
-        sys.stderr.write(f"stopped by {how}: saved {last}; resume with: {resume}\n")
-        sys.exit(128 + getattr(signal.Signals, signal_name).value)
+        how = "Ctrl-C" if stop.signal_name == "SIGINT" else stop.signal_name
+        sys.stderr.write(f"stopped by {how}: saved {stop.last}; resume with: {resume}\n")
+        sys.exit(128 + getattr(signal.Signals, stop.signal_name).value)
     finally:
         folder.unlock()
 

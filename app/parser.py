@@ -11,6 +11,7 @@ from jsonargparse import ArgumentParser, Namespace
 from jsonargparse.typing import register_type, registered_types
 from lightning.pytorch.cli import LightningArgumentParser
 
+from app import internals
 from app.errors import fail
 from models.nets.net import Net
 
@@ -76,6 +77,11 @@ class Parser(LightningArgumentParser):
                         del spec.init_args[name]
         return cfg
 
+    def add_subcommands(self, *args, **kwargs):
+        """Keep the subcommands' action: an unknown key of a config file is looked up in its parser."""
+        self.subcommands_action = super().add_subcommands(*args, **kwargs)
+        return self.subcommands_action
+
     def parse_args(self, args: list[str] | None = None, *more, **kwargs) -> Namespace:
         self.given = list(sys.argv[1:] if args is None else args)  # for error(): the order of the flags
         return super().parse_args(args, *more, **kwargs)
@@ -108,13 +114,18 @@ def serialize_checked() -> None:
     and in the run's ``config.yaml``.
     """
     for number in list(registered_types.values()):
-        if hasattr(number, "_restrictions") and number not in _CHECKED:
+        if internals.number_restrictions(number) and number not in _CHECKED:
             register_type(number, serializer=functools.partial(_checked, number))
             _CHECKED.add(number)
 
 
 def _checked(number: type, value: object) -> int | float:
-    return number._type(number(value))
+    return _base(number)(number(value))
+
+
+def _base(number: type) -> type:
+    """``int`` or ``float``: the type a restricted number type extends."""
+    return int if issubclass(number, int) else float
 
 
 def folded(message: str) -> str:
@@ -132,10 +143,10 @@ def misspelt(message: str, parser: ArgumentParser) -> str | None:
     )
     dashes = "" if in_config else "--"  # a config file's key, or a flag
     if in_config:  # raised by the parser of all subcommands: look in this one's
-        parser = parser._subcommands_action.choices[in_config[1]]
+        parser = parser.subcommands_action.choices[in_config[1]]
     if unknown or in_config:
         given = (unknown or in_config).groups()[-1]
-        known = [o.removeprefix("--") for action in parser._actions for o in action.option_strings]
+        known = [o.removeprefix("--") for o in internals.option_names(parser)]
     elif in_class:
         key, class_path, name = in_class.groups()
         given = f"{key}.{name}"
@@ -282,16 +293,15 @@ def _allowed(name: str) -> str | None:
         return PLAIN[name]
     if name.startswith("Literal["):  # Literal[1]: the value itself
         return " or ".join(name.removeprefix("Literal[").removesuffix("]").split(", "))
-    # jsonargparse's restricted_number_type keeps its comparisons as (operator, reference) pairs.
     found = [t for t in registered_types.values() if getattr(t, "__name__", None) == name]
-    if len(found) != 1 or not hasattr(found[0], "_restrictions"):
+    restricted = internals.number_restrictions(found[0]) if len(found) == 1 else None
+    if not restricted:
         return None
-    number = found[0]
-    kind = PLAIN[number._type.__name__]
-    bounds = {op.__name__: ref for op, ref in number._restrictions}
+    kind = PLAIN[_base(found[0]).__name__]
+    bounds, join = dict(restricted[0]), restricted[1]
     low = next((op for op in ("gt", "ge") if op in bounds), None)
     high = next((op for op in ("lt", "le") if op in bounds), None)
-    if number._join == "and" and low and high and len(bounds) == 2:
+    if join == "and" and low and high and len(bounds) == 2:
         left, right = "(" if low == "gt" else "[", ")" if high == "lt" else "]"
         return f"{kind} in {left}{bounds[low]:g}, {bounds[high]:g}{right}"
-    return f"{kind} " + f" {number._join} ".join(f"{SIGNS.get(op, op)} {ref:g}" for op, ref in bounds.items())
+    return f"{kind} " + f" {join} ".join(f"{SIGNS.get(op, op)} {ref:g}" for op, ref in bounds.items())

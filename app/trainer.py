@@ -1,4 +1,4 @@
-"""The Trainer the CLI builds: Lightning's, with three additions that show in ``--print_config``."""
+"""The Trainer the CLI builds: Lightning's, with additions that show in ``--print_config``."""
 
 from pathlib import Path
 from typing import Any, Literal
@@ -6,8 +6,10 @@ from typing import Any, Literal
 import lightning
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveInt
 from lightning import LightningDataModule, LightningModule
+from lightning.pytorch.callbacks import ModelCheckpoint, ModelSummary, ProgressBar
 
 from app import export
+from app.callbacks.last_checkpoint import LastCheckpoint
 from app.distributed.sync_batchnorm import SyncBatchNormPlugin
 from app.runs import folder
 from data.contract import provided
@@ -17,7 +19,9 @@ class Trainer(lightning.Trainer):
     """Lightning's Trainer, plus ``collective_timeout``, SyncBatchNorm on CPU and ``export``.
 
     A few of Lightning's arguments are restated with the range they need, which the parser checks:
-    outside it Lightning fails with a traceback mid-run, or trains wrongly without a word.
+    outside it Lightning fails with a traceback mid-run, or trains wrongly without a word. A flag that
+    turns a feature off (``enable_checkpointing`` ...) also drops the listed callbacks that provide it,
+    where Lightning would refuse the pair.
 
     Args:
         collective_timeout: seconds a rank waits for the others in a collective, from the first
@@ -51,6 +55,11 @@ class Trainer(lightning.Trainer):
                 "--trainer.val_check_interval must be a number of batches >= 1 "
                 f"or a fraction of the epoch in [0.0, 1.0], got {interval}"
             )
+        off = [ProgressBar] if kwargs.get("enable_progress_bar") is False else []
+        off += [ModelSummary] if kwargs.get("enable_model_summary") is False else []
+        off += [ModelCheckpoint, LastCheckpoint] if kwargs.get("enable_checkpointing") is False else []
+        if off and "callbacks" in kwargs:
+            kwargs["callbacks"] = [c for c in _as_list(kwargs["callbacks"]) if not isinstance(c, tuple(off))]
         if sync_batchnorm:
             # Lightning's own layer sync is torch's SyncBatchNorm, which refuses CPU tensors.
             kwargs["plugins"] = [*_as_list(kwargs.get("plugins")), SyncBatchNormPlugin()]

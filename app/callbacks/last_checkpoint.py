@@ -15,8 +15,6 @@ from app.runs.checkpoints import last_of
 
 RNG_KEY = "rng_states"
 
-stopped_by: str | None = None  # the signal that stopped training ("SIGINT", "SIGTERM"), once one has
-
 
 class LastCheckpoint(Callback):
     """What a resume needs: ``RUN/checkpoints/last.ckpt`` kept current, with every rank's random state.
@@ -34,6 +32,9 @@ class LastCheckpoint(Callback):
 
     Args:
         every_n_steps: steps between saves; 0 saves at epoch ends (and on SIGTERM) only.
+
+    Attributes:
+        stopped_by: ``"SIGINT"`` once a Ctrl-C has stopped training this way, else None.
     """
 
     def __init__(self, every_n_steps: NonNegativeInt = 500) -> None:
@@ -41,6 +42,7 @@ class LastCheckpoint(Callback):
         self.saved_at = -1
         self.pending_rng: dict[str, Any] | None = None
         self.sigint_before: Any = None
+        self.stopped_by: str | None = None
 
     def save(self, trainer: Trainer) -> None:
         if trainer.sanity_checking or trainer.global_step == self.saved_at:
@@ -77,10 +79,9 @@ class LastCheckpoint(Callback):
         if self.pending_rng is not None:
             rng_states.restore(self.pending_rng)
             self.pending_rng = None
-        global stopped_by
-        stopped_by = None
+        self.stopped_by = None
         if threading.current_thread() is threading.main_thread():
-            self.sigint_before = signal.signal(signal.SIGINT, _stop_as_if_sigterm)
+            self.sigint_before = signal.signal(signal.SIGINT, self._stop_as_if_sigterm)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._restore_sigint()
@@ -90,11 +91,9 @@ class LastCheckpoint(Callback):
             signal.signal(signal.SIGINT, self.sigint_before)
             self.sigint_before = None
 
-
-def _stop_as_if_sigterm(signum: int, frame: object) -> None:
-    # Lightning stops every rank at the same step for a SIGTERM (they agree on it at each step), so
-    # the save's collectives meet; Lightning's own Ctrl-C handling stops each rank where it is.
-    global stopped_by
-    stopped_by = "SIGINT"
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    os.kill(os.getpid(), signal.SIGTERM)
+    def _stop_as_if_sigterm(self, signum: int, frame: object) -> None:
+        # Lightning stops every rank at the same step for a SIGTERM (they agree on it at each step), so
+        # the save's collectives meet; Lightning's own Ctrl-C handling stops each rank where it is.
+        self.stopped_by = "SIGINT"
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.kill(os.getpid(), signal.SIGTERM)

@@ -5,10 +5,12 @@ from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
-from lightning.pytorch.plugins.layer_sync import TorchSyncBatchNorm, _BatchNormXd
+from lightning.pytorch.plugins.layer_sync import TorchSyncBatchNorm
 from torch import Tensor, nn
 from torch.distributed.nn.functional import all_reduce
 from torch.nn.modules.batchnorm import _BatchNorm
+
+from app.internals import BatchNormXd
 
 
 class CPUSyncBatchNorm(_BatchNorm):
@@ -94,7 +96,7 @@ class SyncBatchNormPlugin(TorchSyncBatchNorm):
         def convert(m: nn.Module) -> nn.Module:
             if not isinstance(m, (nn.SyncBatchNorm, CPUSyncBatchNorm)):
                 return m
-            return _convert(m, getattr(m, "plain_cls", _BatchNormXd))
+            return _convert(m, getattr(m, "plain_cls", BatchNormXd))
 
         return _swap(model, convert)
 

@@ -11,9 +11,11 @@ import logging
 from typing import Any
 
 import torch
-from lightning.pytorch.strategies import ParallelStrategy, StrategyRegistry
+from lightning.pytorch.strategies import StrategyRegistry
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from torch import Tensor, nn
+
+from app.internals import ChecksFlagsWhenBuilt, layer_sync
 
 
 class _OwnForward(nn.Module):
@@ -27,7 +29,7 @@ class _OwnForward(nn.Module):
         return type(self.module).forward(self.module, *args, **kwargs)
 
 
-class DataParallelStrategy(ParallelStrategy):
+class DataParallelStrategy(ChecksFlagsWhenBuilt):
     """One process driving every visible GPU with :class:`torch.nn.DataParallel`.
 
     The LightningModule itself stays unwrapped (its checkpoints have no ``module.`` prefixes
@@ -53,9 +55,9 @@ class DataParallelStrategy(ParallelStrategy):
     def _replicates(self) -> bool:
         return self.root_device.type == "cuda" and len(self.parallel_devices) > 1
 
-    def _configure_launcher(self) -> None:
-        # The Trainer's last call while it builds the strategy: check the flags here, before any work.
-        if self._layer_sync is not None:
+    def check_flags(self) -> None:
+        """Refuse ``sync_batchnorm``; warn where DataParallel has one device only."""
+        if layer_sync(self) is not None:
             raise MisconfigurationException(
                 "`strategy='dp'` runs one process, so `sync_batchnorm=True` has nothing to sync with:"
                 " drop sync_batchnorm, or use strategy ddp for synchronized BatchNorm."

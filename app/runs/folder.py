@@ -28,7 +28,8 @@ from app.runs.checkpoints import check_checkpoint, checkpoints, folder_of, intac
 
 log = logging.getLogger(__name__)
 
-# Set by the process that picked the folder; Lightning's ddp launcher passes it to the ranks it starts.
+# Set by the process that picked the folder, for the ranks Lightning's ddp launcher starts (it re-runs
+# sys.argv with this environment): a process boundary, read only by inherited() there.
 RUN_DIR_ENV = "APP_RUN_DIR"
 LOCK_FILE = ".lock"
 

@@ -86,8 +86,7 @@ def configure(logger_config: object, run: Path, name: str, rank_zero: bool) -> l
             logger.init_args = Namespace()
         args = logger.init_args
         kind = logger.class_path.rsplit(".", 1)[-1]
-        if kind == "WandbLogger":
-            logger.class_path = "app.runs.wandb_logger.WandbLogger"
+        if kind == "WandbLogger":  # ours (app.runs.wandb_logger) or Lightning's: the same arguments
             args.save_dir = str(run)
             if trial:
                 keep_trial_id(run, *trial, rank_zero)
@@ -110,8 +109,11 @@ def configure(logger_config: object, run: Path, name: str, rank_zero: bool) -> l
                     f"upload it later with: wandb sync {run}/wandb/offline-run-*{dropped}"
                 )
         elif kind in ("CSVLogger", "AppendingCSVLogger", "TensorBoardLogger"):
-            if kind == "CSVLogger":
-                logger.class_path = "app.runs.csv_logger.AppendingCSVLogger"
             # Their log_dir is then the run folder itself, where config.yaml goes too.
             args.save_dir, args.name, args.version = str(run), "", ""
+            if kind == "CSVLogger" and rank_zero and (run / "metrics.csv").is_file():
+                notes.append(
+                    f"Lightning's CSVLogger starts {run}/metrics.csv afresh: the rows logged before are "
+                    "dropped (--trainer.logger AppendingCSVLogger adds to them)"
+                )
     return notes

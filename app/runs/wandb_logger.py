@@ -4,11 +4,12 @@ from typing import Any
 
 from lightning.pytorch.loggers import WandbLogger as LightningWandbLogger
 
+from app import internals
 from app.runs.loggers import sweep_trial
 
 
 class WandbLogger(LightningWandbLogger):
-    """Lightning's :class:`~lightning.pytorch.loggers.WandbLogger`; the CLI uses it wherever that is asked.
+    """Lightning's :class:`~lightning.pytorch.loggers.WandbLogger`, quieter; the default logger.
 
     Lightning always passes ``anonymous`` to ``wandb.init``, which wandb >= 0.19 answers with "The
     anonymous setting has no effect" on every run; it is passed only when set here. Under a sweep
@@ -17,16 +18,11 @@ class WandbLogger(LightningWandbLogger):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self._wandb_init.get("anonymous") is None:
-            self._wandb_init.pop("anonymous", None)
+        init = internals.wandb_init_kwargs(self)
+        if init.get("anonymous") is None:
+            init.pop("anonymous", None)
         trial = sweep_trial()
         if trial:
             for key in ("project", "entity", "id"):
-                self._wandb_init.pop(key, None)
-            self._id = trial[1]
-
-    def finish(self) -> None:
-        """End the W&B run now. Left to wandb's exit hook, its closing lines reach a log file with
-        their terminal colour codes (the stream checks no longer work at interpreter exit)."""
-        if self._experiment is not None:
-            self._experiment.finish()
+                init.pop(key, None)
+            internals.set_wandb_id(self, trial[1])

@@ -26,7 +26,7 @@ SHRINK = [
     "--trainer.enable_model_summary=false",
     "--data.num_workers=0",
     "--data.val_size=0.2",
-    "--trainer.logger=CSVLogger",
+    "--trainer.logger=AppendingCSVLogger",
 ]
 SHRINK_WANDB = [arg for arg in SHRINK if not arg.startswith("--trainer.logger")]  # the default logger
 
