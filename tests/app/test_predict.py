@@ -9,14 +9,17 @@ import torch
 from helpers.cli import check, run_app, run_folder, run_process
 from torchvision.datasets import MNIST, FashionMNIST
 
+import data
 from data import (
     CIFAR10DataModule,
     FashionMNISTDataModule,
-    ImageFolderDataModule,
     MNISTDataModule,
     VisionDataModule,
 )
 from models import ImageClassifier, MnistCNN
+
+# None where the optional image-folder part was dropped; its tests then skip (image_folder_root).
+ImageFolderDataModule = getattr(data, "ImageFolderDataModule", None)
 
 DDP2 = ["--trainer.strategy=ddp", "--trainer.accelerator=cpu", "--trainer.devices=2"]
 BATCH = "--data.batch_size=32"  # several batches, and shards of unequal length under ddp

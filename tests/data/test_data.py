@@ -6,16 +6,19 @@ import pytest
 import torch
 from helpers.data_files import write_mnist
 
+import data
 from data import (
     CIFAR10DataModule,
     CIFAR100DataModule,
     DataError,
     DatasetNotFoundError,
     FashionMNISTDataModule,
-    ImageFolderDataModule,
     MNISTDataModule,
 )
 from data import mnist as mnist_module
+
+# None where the optional image-folder part was dropped; its tests then skip (image_folder_root).
+ImageFolderDataModule = getattr(data, "ImageFolderDataModule", None)
 
 
 def test_mnist_split_sizes_shapes_and_normalization(mnist_root):

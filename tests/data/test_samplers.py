@@ -6,7 +6,7 @@ import pytest
 import torch
 from helpers.data_files import write_image_folder
 
-from data import ImageFolderDataModule, MNISTDataModule
+from data import MNISTDataModule
 from data.samplers import BalancedSampler
 
 
@@ -69,6 +69,8 @@ def test_an_image_folder_is_balanced_too(loader, tmp_path):
     root = write_image_folder(tmp_path / "images", classes=3, per_class=12)
     for extra in sorted((root / "train" / "class_0").iterdir())[3:]:
         extra.unlink()  # 3 images of class 0, 12 of the others
+    from data import ImageFolderDataModule
+
     dm = ImageFolderDataModule(
         str(root), batch_size=8, num_workers=0, val_size=3, sampler="balanced", loader=loader
     )

@@ -6,6 +6,7 @@ import struct
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 
@@ -71,6 +72,7 @@ def write_cifar(root: Path, classes: int = 10, n_train: int = 500, n_test: int =
 
 
 def write_image_folder(root: Path, classes: int = 3, per_class: int = 12, size: int = 20) -> Path:
+    needs_image_folders()
     for split, seed in (("train", 3), ("test", 4)):
         images, labels = learnable_images(classes * per_class, size, 3, classes, seed)
         for i, (image, label) in enumerate(zip(images, labels, strict=True)):
@@ -92,6 +94,7 @@ def write_photo_folder(root: Path, classes: int = 3, per_class: int = 10, seed: 
     Class k is brighter the higher k and tinted in colour k % 3, all over the image: any crop of it,
     grey or in colour, tells the class.
     """
+    needs_image_folders()
     rng = np.random.default_rng(seed)
     for split in ("train", "test"):
         for i in range(classes * per_class):
@@ -152,3 +155,9 @@ FASHION_CLASSES = [
     "bag",
     "boot",
 ]
+
+
+def needs_image_folders() -> None:
+    """Skip the calling test where the optional image-folder part (``data/image_folder/``) was dropped:
+    the folders these writers make are its input."""
+    pytest.importorskip("data.image_folder", reason="the image-folder part was dropped")

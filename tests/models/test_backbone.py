@@ -17,7 +17,6 @@ from helpers.cli import check, free_port, run_app
 from helpers.data_files import write_photo_folder
 from torchvision.models import ResNet18_Weights
 
-from data import ImageFolderDataModule
 from models import Backbone
 from models.nets import weights as hub
 
@@ -233,6 +232,8 @@ def test_pretrained_weights_give_the_image_folder_their_normalization_and_crop(c
         "short side 256 then centre crop 224 (crop_ratio 0.875); this run crops 32 px, they saw 224 "
         "(--data.image_size 224)"
     ) in result.stderr
+    from data import ImageFolderDataModule
+
     given = ImageFolderDataModule(str(root), mean=(0.5, 0.5, 0.5), std=(0.2, 0.2, 0.2))
     given.follow_weights(256, 224, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
     assert (given.mean, given.std, given.crop_ratio) == ((0.5,) * 3, (0.2,) * 3, 0.875)
