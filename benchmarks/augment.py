@@ -7,7 +7,8 @@ Each row is one data set's augmentation, run over a resident epoch of random uin
 - after: the data set's one declaration, ``augmentation()`` (v2 transforms), run by ``data.augment``;
 - per image: the same v2 transforms applied to each image of the batch (the design not taken).
 
-Figures are images per second of the process's CPU time (one torch thread by default: on a shared
+"same batches": whether before and after make the same first batch from the same seed. Figures are
+images per second of the process's CPU time (one torch thread by default: on a shared
 machine, wall-clock figures move with its load), medians of the rounds; ratios against ``before``.
 """
 
@@ -130,10 +131,9 @@ def main() -> None:
         f"{cpu_name()}, {os.cpu_count()} cores, {args.threads} torch threads, {platform.machine()}, "
         f"torch {torch.__version__}; img/s of CPU time, medians of {args.rounds} rounds\n"
     )
-    print(
-        "| augmentation | before | after (declared once) | after/before | per image (v2) | per image/before |"
-    )
-    print("|---|---|---|---|---|---|")
+    columns = ["augmentation", "before", "after (declared once)", "after/before", "same batches"]
+    print("| " + " | ".join([*columns, "per image (v2)", "per image/before"]) + " |")
+    print("|---" * (len(columns) + 2) + "|")
     for name, images, batch_size, declared, before in rows(args.images, args.photos):
         mean, std = MEAN[: images.shape[1]], STD[: images.shape[1]]
         ways = {
@@ -147,7 +147,12 @@ def main() -> None:
                 figure = images_per_second(images, batch_size, transform)
                 figures[way] += [figure] if round else []
         b, a, p = (statistics.median(figures[way]) for way in ways)
-        print(f"| {name} | {b:.0f} | {a:.0f} | {a / b:.2f} | {p:.0f} | {p / b:.2f} |", flush=True)
+        batch = torch.arange(batch_size)
+        same = torch.equal(
+            *(ways[way](images, batch, torch.Generator().manual_seed(0)) for way in ("before", "after"))
+        )
+        cells = f"{b:.0f} | {a:.0f} | {a / b:.2f} | {'yes' if same else 'no'} | {p:.0f} | {p / b:.2f}"
+        print(f"| {name} | {cells} |", flush=True)
 
 
 if __name__ == "__main__":
