@@ -66,7 +66,8 @@ def resident_transform(transforms: Sequence[Callable], mean: Tensor, std: Tensor
     """
     steps = list(transforms.transforms if isinstance(transforms, v2.Compose) else transforms)
     crop = steps.pop(0) if steps and fast_resized_crop(steps[0]) else None
-    flip = bool(crop and steps) and type(steps[0]) is v2.RandomHorizontalFlip and steps[0].p == 0.5
+    after = steps[0] if steps else None
+    flip = crop is not None and type(after) is v2.RandomHorizontalFlip and after.p == 0.5
     if flip:
         steps.pop(0)
     rest = [batch_step(t) for t in steps]
