@@ -2,13 +2,11 @@
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
 from torch.nn.functional import interpolate
-
-from data.resident import BatchTransform
 
 
 @functools.lru_cache(maxsize=32)
@@ -29,17 +27,26 @@ def standardization(mean: Tensor, std: Tensor) -> tuple[Tensor, Tensor]:
     return (1 / (255 * std)).view(1, -1, 1, 1), (-mean / std).view(1, -1, 1, 1)
 
 
-def random_flip(images: Tensor, generator: torch.Generator) -> Tensor:
-    """Each image mirrored left-right with probability 1/2."""
-    flip = torch.rand(len(images), device=images.device, generator=generator) < 0.5
-    return torch.where(flip.view(-1, 1, 1, 1), images.flip(-1), images)
+def random_flip(images: Tensor, generator: torch.Generator, p: float = 0.5, dim: int = -1) -> Tensor:
+    """Each image mirrored with probability ``p``: left-right (``dim`` -1) or upside down (-2)."""
+    flip = torch.rand(len(images), device=images.device, generator=generator) < p
+    return torch.where(flip.view(-1, 1, 1, 1), images.flip(dim), images)
 
 
-def random_crop(images: Tensor, padding: int, generator: torch.Generator) -> Tensor:
-    """Each image zero-padded by ``padding`` and cropped back to its size at a random offset."""
-    n, c, h, w = images.shape
-    padded = torch.nn.functional.pad(images, (padding,) * 4)
-    dy, dx = torch.randint(0, 2 * padding + 1, (2, n, 1), device=images.device, generator=generator)
+def random_crop(
+    images: Tensor,
+    padding: int | Sequence[int],
+    generator: torch.Generator,
+    size: tuple[int, int] | None = None,
+) -> Tensor:
+    """Each image zero-padded by ``padding`` (all sides, or left, top, right, bottom as v2 takes it)
+    and cropped to ``size`` (default: its own) at a random offset, as v2's ``RandomCrop``."""
+    n, c = images.shape[:2]
+    left, top, right, bottom = [padding] * 4 if isinstance(padding, int) else padding
+    padded = torch.nn.functional.pad(images, (left, right, top, bottom))
+    h, w = size or images.shape[-2:]
+    spans = (padded.shape[-2] - h + 1, padded.shape[-1] - w + 1)
+    dy, dx = (torch.randint(0, s, (n, 1), device=images.device, generator=generator) for s in spans)
     rows = (torch.arange(h, device=images.device) + dy).view(n, 1, h, 1)
     cols = (torch.arange(w, device=images.device) + dx).view(n, 1, 1, w)
     batch = torch.arange(n, device=images.device).view(n, 1, 1, 1)
@@ -82,26 +89,28 @@ def whole_centre(height: int, width: int) -> list[int]:
     return [(height - h) // 2, (width - w) // 2, h, w]
 
 
-def resize(image: Tensor, size: int) -> Tensor:
-    """A (1, C, H, W) uint8 image resized to ``size`` x ``size``, bilinear with antialiasing."""
+def resize(image: Tensor, size: int | tuple[int, int]) -> Tensor:
+    """A (1, C, H, W) uint8 image resized to ``size`` (a side, or height and width), bilinear with
+    antialiasing."""
+    size = (size, size) if isinstance(size, int) else tuple(size)
     if image.device.type == "cpu":  # torch's uint8 kernel: fastest on channels-last images
-        return interpolate(image, size=(size, size), mode="bilinear", antialias=True)
+        return interpolate(image, size=size, mode="bilinear", antialias=True)
     # Its CUDA kernels take floats only.
-    resized = interpolate(image.float(), size=(size, size), mode="bilinear", antialias=True)
+    resized = interpolate(image.float(), size=size, mode="bilinear", antialias=True)
     return resized.round_().clamp_(0, 255).to(torch.uint8)
 
 
 def random_resized_crop(
     images: Tensor,
-    size: int,
+    size: int | tuple[int, int],
     scale: tuple[float, float],
     generator: torch.Generator,
     flip: bool = False,
     picks: Tensor | None = None,
     standardize: tuple[Tensor, Tensor] | None = None,
 ) -> Tensor:
-    """Each uint8 image cut to its own random box (see :func:`crop_boxes`) and resized to ``size``:
-    torchvision's ``RandomResizedCrop`` per image, drawing from ``generator``.
+    """Each uint8 image cut to its own random box (see :func:`crop_boxes`) and resized to ``size`` (a
+    side, or height and width): torchvision's ``RandomResizedCrop`` per image, drawing from ``generator``.
 
     Args:
         flip: then mirror each crop left-right with probability 1/2 (cheaper than the whole batch).
@@ -120,7 +129,7 @@ def random_resized_crop(
     boxes = crop_boxes(n, height, width, scale, generator)
     mirror = (torch.rand(n, device=device, generator=generator) < 0.5).tolist() if flip else [False] * n
     dtype = torch.uint8 if standardize is None else torch.float32
-    out = torch.empty(n, c, size, size, dtype=dtype, device=device)
+    out = torch.empty(n, c, *((size, size) if isinstance(size, int) else size), dtype=dtype, device=device)
     if standardize is not None:
         factor, shift = (t[0] for t in standardization(*standardize))
     for k, (row, (top, left, h, w), mirrored) in enumerate(zip(rows, boxes, mirror, strict=True)):
@@ -131,32 +140,6 @@ def random_resized_crop(
         else:
             out[k].copy_(resized).mul_(factor).add_(shift)
     return out
-
-
-def photo_training(
-    size: int, scale: tuple[float, float], flip: bool, policy: list, mean: Tensor, std: Tensor
-) -> BatchTransform:
-    """The training batches of a photo folder: a random-resized crop of ``size`` per image (area
-    ``scale``), a flip if ``flip``, the ``policy`` transforms if any, normalized floats."""
-
-    def transform(images: Tensor, batch: Tensor, generator: torch.Generator) -> Tensor:
-        if not policy:  # floats written as each crop is made
-            return random_resized_crop(images, size, scale, generator, flip, batch, (mean, std))
-        crops = random_resized_crop(images, size, scale, generator, flip, batch)
-        return normalize(each(crops, policy[0], generator), mean, std)
-
-    return transform
-
-
-def centre_crops(size: int, mean: Tensor, std: Tensor) -> BatchTransform:
-    """The evaluation batches of a photo folder: each image's centre ``size`` square, normalized."""
-
-    def transform(images: Tensor, batch: Tensor, generator: torch.Generator) -> Tensor:
-        top, left = (round((side - size) / 2) for side in images.shape[-2:])  # as v2's CenterCrop
-        crops = images[batch, :, top : top + size, left : left + size]  # copies only those
-        return normalize(crops, mean, std)
-
-    return transform
 
 
 def each(images: Tensor, transform: Callable[[Tensor], Tensor], generator: torch.Generator) -> Tensor:

@@ -4,13 +4,10 @@ import pickle
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-from torch import Tensor
 from torchvision.datasets import CIFAR10, CIFAR100
 from torchvision.datasets.utils import check_integrity
 from torchvision.transforms import v2
 
-from data.batch_transforms import random_crop, random_flip
 from data.torchvision_data import TorchvisionDataModule, damaged
 
 
@@ -54,19 +51,8 @@ class CIFAR10DataModule(TorchvisionDataModule):
                 return damaged(path, f"not a whole pickle: {err}")
         return None
 
-    def augment(self, images: Tensor, generator: torch.Generator) -> Tensor:
-        return random_flip(random_crop(images, 4, generator), generator)
-
-    def train_transform(self) -> Callable:
-        return v2.Compose(
-            [
-                v2.ToImage(),
-                v2.RandomCrop(32, padding=4),
-                v2.RandomHorizontalFlip(),
-                v2.ToDtype(torch.float32, scale=True),
-                v2.Normalize(self.mean, self.std),
-            ]
-        )
+    def augmentation(self) -> list[Callable]:
+        return [v2.RandomCrop(self.image_size, padding=4), v2.RandomHorizontalFlip()]
 
 
 class CIFAR100DataModule(CIFAR10DataModule):

@@ -9,14 +9,11 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
 from lightning.pytorch.utilities import rank_zero_info
-from torch import Tensor
 from torch.utils.data import Dataset
 from torchvision.datasets import MNIST, FashionMNIST
 from torchvision.transforms import v2
 
-from data.batch_transforms import random_flip
 from data.torchvision_data import TorchvisionDataModule, damaged
 from data.vision import DatasetNotFoundError
 
@@ -63,13 +60,8 @@ class FashionMNISTDataModule(MNISTDataModule):
         super().__init__(*args, **kwargs)
         self.flip = flip
 
-    def augment(self, images: Tensor, generator: torch.Generator) -> Tensor:
-        return random_flip(images, generator) if self.flip else images
-
-    def train_transform(self) -> Callable:
-        if not self.flip:
-            return self.eval_transform()
-        return v2.Compose([v2.RandomHorizontalFlip(), self.eval_transform()])
+    def augmentation(self) -> list[Callable]:
+        return [v2.RandomHorizontalFlip()] if self.flip else []
 
     def open(self, train: bool, download: bool) -> Dataset:
         try:

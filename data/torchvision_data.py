@@ -7,10 +7,10 @@ from urllib.error import URLError
 
 import torch
 from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt
-from torch import Tensor
 from torch.utils.data import Dataset
 
-from data.batch_transforms import normalize, per_channel
+from data.augment import resident_transform
+from data.batch_transforms import per_channel
 from data.resident import ResidentLoader
 from data.vision import DataError, DatasetNotFoundError, TransformedSubset, VisionDataModule
 
@@ -27,8 +27,9 @@ class TorchvisionDataModule(VisionDataModule):
         seed: seed of the train/val split and of each epoch's shuffle.
         sampler: ``shuffle``, or ``balanced``: each class as often (see :class:`VisionDataModule`).
         loader: ``resident`` keeps each split as one uint8 tensor on the training device and
-            transforms whole batches there (fast); ``torch`` is the classic DataLoader with
-            per-image transforms in worker processes. Both see the same samples in each epoch.
+            augments whole batches there (fast); ``torch`` is the classic DataLoader with per-image
+            transforms in worker processes. Both see the same samples in each epoch, augmented by
+            the one declaration, ``augmentation()``, with the same distribution.
     """
 
     dataset_class: type
@@ -54,10 +55,6 @@ class TorchvisionDataModule(VisionDataModule):
         """Where the files must be."""
         raise NotImplementedError
 
-    def augment(self, images: Tensor, generator: torch.Generator) -> Tensor:
-        """The resident loader's training augmentation of a uint8 batch (none here)."""
-        return images
-
     def dataloader(self, dataset: TransformedSubset, train: bool = False) -> Iterable:
         if self.loader == "torch":
             return super().dataloader(dataset, train)
@@ -66,16 +63,12 @@ class TorchvisionDataModule(VisionDataModule):
         images = data.unsqueeze(1) if data.ndim == 3 else data.permute(0, 3, 1, 2)
         indices = torch.as_tensor(dataset.indices)
         mean, std = (per_channel(v, device) for v in (self.mean, self.std))
-
-        def transform(images: Tensor, batch: Tensor, generator: torch.Generator) -> Tensor:
-            return normalize(self.augment(images[batch], generator) if train else images[batch], mean, std)
-
         return ResidentLoader(
             images[indices].contiguous().to(device),
             self.labels(dataset).to(device),
             self.batch_size,
             self.sampler(dataset, train),
-            transform,
+            resident_transform(self.augmentation() if train else [], mean, std),
         )
 
     @property

@@ -132,9 +132,20 @@ class VisionDataModule(LightningDataModule):
         steps = [v2.ToImage(), ToSize(self.image_size), v2.ToDtype(torch.float32, scale=True)]
         return v2.Compose([*steps, v2.Normalize(self.mean, self.std)])
 
+    def augmentation(self) -> list[Callable]:
+        """This data set's training augmentation, declared once for both loaders: torchvision v2
+        transforms of a uint8 image (C, H, W) of ``image_size``, in order (none here).
+
+        The DataLoader path applies them to each image (:meth:`train_transform`); the resident loader
+        to whole batches, each image drawing its own randomness (:mod:`data.augment`: v2's flips,
+        ``RandomCrop`` and ``RandomResizedCrop`` as batch kernels, any other transform image by image).
+        """
+        return []
+
     def train_transform(self) -> Callable:
-        """Like :meth:`eval_transform`, plus the augmentation of this data set (none here)."""
-        return self.eval_transform()
+        """:meth:`eval_transform` with :meth:`augmentation` applied before the conversion to floats."""
+        steps = [v2.ToImage(), ToSize(self.image_size), *self.augmentation()]
+        return v2.Compose([*steps, v2.ToDtype(torch.float32, scale=True), v2.Normalize(self.mean, self.std)])
 
     def setup(self, stage: str) -> None:
         if stage in ("fit", "validate"):

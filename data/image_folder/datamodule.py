@@ -11,8 +11,10 @@ from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 from torch.utils.data import Dataset
+from torchvision.transforms import v2
 
 from data import batch_transforms
+from data.augment import resident_transform
 from data.image_folder import cache, layout, photos
 from data.resident import ResidentLoader
 from data.vision import DataError, DatasetNotFoundError, TransformedSubset, VisionDataModule
@@ -23,8 +25,9 @@ log = logging.getLogger(__name__)
 class ImageFolderDataModule(VisionDataModule):
     """Images in ``ROOT/train/<class>/*`` (and ``ROOT/test/<class>/*`` for testing).
 
-    Training takes a random-resized crop of ``image_size`` (aspect kept, then flip and policy);
-    evaluation resizes the short side to ``image_size / crop_ratio`` and takes the centre crop.
+    Training takes a random-resized crop of ``image_size`` (aspect kept), then flip and policy
+    (:meth:`augmentation`, for both loaders); evaluation resizes the short side to
+    ``image_size / crop_ratio`` and takes the centre crop.
 
     Args:
         root: folder with ``train/`` and, for the test stage, ``test/``.
@@ -216,12 +219,9 @@ class ImageFolderDataModule(VisionDataModule):
         labels = self.labels(dataset).to(device)
         mean, std = (batch_transforms.per_channel(v, device) for v in (self.mean, self.std))
         if train:
-            policy = photos.policy(self.auto_augment)
-            transform = batch_transforms.photo_training(
-                self.image_size, self.crop_scale, self.flip, policy, mean, std
-            )
+            transform = resident_transform(self.augmentation(), mean, std)
         else:
-            transform = batch_transforms.centre_crops(self.image_size, mean, std)
+            transform = photos.centre_crops(self.image_size, mean, std)
         return ResidentLoader(images, labels, self.batch_size, self.sampler(dataset, train), transform)
 
     def predict_dataloader(self) -> Iterable:
@@ -242,8 +242,12 @@ class ImageFolderDataModule(VisionDataModule):
     def eval_transform(self) -> Callable:
         return photos.eval_transform(self.image_size, self.crop_ratio)
 
+    def augmentation(self) -> list[Callable]:
+        return photos.augmentation(self.image_size, self.crop_scale, self.flip, self.auto_augment)
+
     def train_transform(self) -> Callable:
-        return photos.train_transform(self.image_size, self.crop_scale, self.flip, self.auto_augment)
+        """:meth:`augmentation` alone: the workers send uint8 crops, normalized on the device."""
+        return v2.Compose(self.augmentation())
 
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         """Normalize a DataLoader's uint8 batch where it now is, on the training device.

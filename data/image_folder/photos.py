@@ -1,4 +1,4 @@
-"""Photos of any size and mode as uint8 tensors, and their train/eval transforms (aspect kept)."""
+"""Photos of any size and mode as uint8 tensors, their augmentation and evaluation crops (aspect kept)."""
 
 import collections
 import functools
@@ -17,6 +17,8 @@ from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 from torchvision.transforms import v2
 
+from data.batch_transforms import normalize
+from data.resident import BatchTransform
 from data.vision import DataError, DatasetNotFoundError
 
 # torchvision's and timm's ImageNet statistics: the usual ones for RGB photos. One grey channel
@@ -149,13 +151,26 @@ def policy(name: AutoAugment) -> list[v2.Transform]:
     return [] if name == "none" else [policies[name]()]
 
 
-def train_transform(size: int, scale: tuple[float, float], flip: bool, auto_augment: AutoAugment) -> Callable:
-    """uint8 image to the uint8 training crop: random-resized crop, flip, policy."""
+def augmentation(
+    size: int, scale: tuple[float, float], flip: bool, auto_augment: AutoAugment
+) -> list[Callable]:
+    """A photo's training augmentation, uint8 image to uint8 crop: random-resized crop, flip, policy."""
     steps = [v2.RandomResizedCrop(size, scale=scale, antialias=True)]
     steps += [v2.RandomHorizontalFlip()] if flip else []
-    return v2.Compose([*steps, *policy(auto_augment)])
+    return [*steps, *policy(auto_augment)]
 
 
 def eval_transform(size: int, crop_ratio: float) -> Callable:
     """uint8 image to the uint8 evaluation crop: short side to ``size / crop_ratio``, centre crop."""
     return v2.Compose([v2.Resize(eval_size(size, crop_ratio), antialias=True), v2.CenterCrop(size)])
+
+
+def centre_crops(size: int, mean: Tensor, std: Tensor) -> BatchTransform:
+    """The resident evaluation batches: each decoded square's centre ``size`` square, normalized."""
+
+    def transform(images: Tensor, batch: Tensor, generator: torch.Generator) -> Tensor:
+        top, left = (round((side - size) / 2) for side in images.shape[-2:])  # as v2's CenterCrop
+        crops = images[batch, :, top : top + size, left : left + size]  # copies only those
+        return normalize(crops, mean, std)
+
+    return transform
