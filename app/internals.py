@@ -9,8 +9,10 @@ jsonargparse's error messages (there is no structured error), pinned by ``tests/
 """
 
 import csv
+from collections.abc import Iterable
 from typing import Any
 
+from lightning import Callback
 from lightning.pytorch.callbacks import RichModelSummary
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
@@ -109,3 +111,36 @@ class SummaryBuiltHere(RichModelSummary):
 # Lightning's layer_sync._BatchNormXd: the BatchNorm of any dimension its TorchSyncBatchNorm.revert turns
 # a torch SyncBatchNorm back into; torch has no such public class. (tests/app/distributed/)
 BatchNormXd = _BatchNormXd
+
+
+# The hooks Lightning calls at every training, validation, test or predict batch.
+BATCH_HOOKS = (
+    "on_train_batch_start",
+    "on_before_backward",
+    "on_after_backward",
+    "on_before_optimizer_step",
+    "on_before_zero_grad",
+    "on_train_batch_end",
+    "on_validation_batch_start",
+    "on_validation_batch_end",
+    "on_test_batch_start",
+    "on_test_batch_end",
+    "on_predict_batch_start",
+    "on_predict_batch_end",
+)
+
+
+def skip_unused_batch_hooks(callbacks: Iterable[Callback]) -> None:
+    """Set to None, on each callback, the batch hooks its class leaves as :class:`Callback`'s no-ops.
+
+    Lightning calls every hook of every callback at every batch, no-ops included, at a few
+    microseconds a call (a profiler context, the callback's state key). Hooks the callback's class or
+    a base class of it defines are kept.
+    """
+    # Not a private name but a private behaviour: Lightning's _call_callback_hooks (trainer/call.py)
+    # skips a hook that is not callable. (tests/app/callbacks/test_batch_hooks.py reads its profiler
+    # report to catch a release that stops doing so.)
+    for callback in callbacks:
+        for name in BATCH_HOOKS:
+            if getattr(type(callback), name, None) is getattr(Callback, name):
+                setattr(callback, name, None)

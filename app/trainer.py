@@ -1,4 +1,5 @@
-"""The Trainer the CLI builds: Lightning's, with additions that show in ``--print_config``."""
+"""The Trainer the CLI builds: Lightning's, with additions that show in ``--print_config``, and
+callbacks that cost nothing at the batches they do nothing at."""
 
 from pathlib import Path
 from typing import Any, Literal
@@ -11,12 +12,15 @@ from lightning.pytorch.callbacks import ModelCheckpoint, ModelSummary, ProgressB
 from app import export
 from app.callbacks.last_checkpoint import LastCheckpoint
 from app.distributed.sync_batchnorm import SyncBatchNormPlugin
+from app.internals import skip_unused_batch_hooks
 from app.runs import folder
 from data.contract import provided
 
 
 class Trainer(lightning.Trainer):
     """Lightning's Trainer, plus ``collective_timeout``, SyncBatchNorm on CPU and ``export``.
+
+    Its callbacks' batch hooks that do nothing are not called (:func:`skip_unused_batch_hooks`).
 
     A few of Lightning's arguments are restated with the range they need, which the parser checks:
     outside it Lightning fails with a traceback mid-run, or trains wrongly without a word. A flag that
@@ -73,6 +77,7 @@ class Trainer(lightning.Trainer):
             gradient_clip_val=gradient_clip_val,
             **kwargs,
         )
+        skip_unused_batch_hooks(self.callbacks)
 
     def export(
         self,

@@ -10,16 +10,18 @@ from app.errors import LossNotFiniteError
 from app.runs.checkpoints import last_of
 from models import is_log_step
 
-NONE = 2**62  # the step recorded while every loss has been finite
+NONE = 2**62  # no bad loss
+FOLD_EVERY = 256  # losses kept at most between two reads
 
 
 class StopOnNonFiniteLoss(Callback):
     """Raises :class:`LossNotFiniteError` on every rank once a training loss was not finite.
 
-    The first bad step and its loss are recorded on the device at every step, without waiting for
-    it; they are read (one all-reduce) at the steps Lightning logs, at each epoch end, and whenever
-    a checkpoint is about to be written, whoever writes it, so no file on disk ever holds a bad
-    step. Reading at every step would stall the CPU on each GPU step.
+    Each step's loss is kept on the device as it is, and read (one all-reduce) at the steps
+    Lightning logs, at each epoch end, and whenever a checkpoint is about to be written, whoever
+    writes it, so no file on disk ever holds a bad step. Reading at every step would stall the CPU
+    on each GPU step; every ``FOLD_EVERY`` losses are reduced to their first bad one on the device,
+    without waiting for them.
 
     Args:
         check_every_n_steps: steps between reads; None: Lightning's ``log_every_n_steps``.
@@ -27,16 +29,19 @@ class StopOnNonFiniteLoss(Callback):
 
     def __init__(self, check_every_n_steps: PositiveInt | None = None) -> None:
         self.every = check_every_n_steps
-        self.first_bad: torch.Tensor | None = None  # the step after which the loss was bad, or NONE
+        self.steps: list[int] = []  # of each loss since the last read
+        self.losses: list[torch.Tensor] = []  # the last of them, not yet folded
+        self.first_bad: torch.Tensor | None = None  # index in steps of the first bad loss folded, or NONE
         self.bad_loss: torch.Tensor | None = None
-
-    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx) -> None:
-        if is_log_step(trainer, self.every):
-            self.check(trainer)
 
     def on_before_backward(self, trainer: Trainer, pl_module: LightningModule, loss: torch.Tensor) -> None:
         # Before any on_train_batch_end, so that no callback can save this step before it is recorded.
-        self._record(loss.detach(), trainer.global_step + 1)
+        self.losses.append(loss.detach())
+        self.steps.append(trainer.global_step + 1)
+        if is_log_step(trainer, self.every):
+            self.check(trainer)
+        elif len(self.losses) == FOLD_EVERY:
+            self._fold()
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self.check(trainer)
@@ -44,20 +49,31 @@ class StopOnNonFiniteLoss(Callback):
     def on_save_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]):
         self.check(trainer)
 
-    def _record(self, loss: torch.Tensor, step: int) -> None:
-        if self.first_bad is None or self.first_bad.device != loss.device:
-            self.first_bad = torch.tensor(NONE, device=loss.device)
-            self.bad_loss = torch.zeros((), device=loss.device)
-        first = (self.first_bad == NONE) & ~torch.isfinite(loss).all()
-        self.first_bad = torch.where(first, step, self.first_bad)
-        self.bad_loss = torch.where(first, loss.float().sum(), self.bad_loss)
+    def _fold(self) -> None:
+        """Fold the kept losses into ``first_bad`` and ``bad_loss``, on their device (no sync)."""
+        if not self.losses:
+            return
+        # A loss is one number (backward needs one), shaped () or (1,).
+        losses = torch.stack(self.losses).reshape(len(self.losses), -1).float()
+        bad = ~torch.isfinite(losses).all(dim=1)
+        i = bad.int().argmax()  # the first bad one, where there is one
+        at = torch.where(bad[i], i + (len(self.steps) - len(self.losses)), NONE)
+        if self.first_bad is None:
+            self.first_bad, self.bad_loss = at, losses[i].sum()
+        else:
+            self.bad_loss = torch.where(self.first_bad == NONE, losses[i].sum(), self.bad_loss)
+            self.first_bad = torch.minimum(self.first_bad, at)
+        self.losses = []
 
     def check(self, trainer: Trainer) -> None:
         """Raise on every rank if any rank saw a bad loss since the start (a collective call)."""
+        self._fold()
         if self.first_bad is None:
             return
-        mine = int(self.first_bad)
-        first = int(trainer.strategy.reduce(self.first_bad.clone(), reduce_op="min"))
+        at, device = int(self.first_bad), self.first_bad.device
+        mine = self.steps[at] if at != NONE else NONE
+        self.steps, self.first_bad = [], None
+        first = int(trainer.strategy.reduce(torch.tensor(mine, device=device), reduce_op="min"))
         if first == NONE:
             return
         value = f"{self.bad_loss.item()}" if mine == first else "not finite on another rank"

@@ -17,18 +17,20 @@ class CollectiveTimeout(Callback):
     """
 
     def __init__(self) -> None:
-        self.applied = False
+        self.pending: timedelta | None = None  # the timeout to set after the next training step
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        self.applied = False  # each run makes its process group anew
+        # Each run makes its process group anew, before this hook.
+        seconds = getattr(trainer, "collective_timeout", None)
+        distributed = dist.is_available() and dist.is_initialized()
+        self.pending = timedelta(seconds=seconds) if seconds is not None and distributed else None
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        seconds = getattr(trainer, "collective_timeout", None)
-        if self.applied or seconds is None or not (dist.is_available() and dist.is_initialized()):
+        if self.pending is None:
             return
         # torch.distributed.set_timeout is public from torch 2.14 on; older releases have it private.
         set_timeout = getattr(dist, "set_timeout", None) or dist.distributed_c10d._set_pg_timeout
-        set_timeout(timedelta(seconds=seconds))
-        self.applied = True
+        set_timeout(self.pending)
+        self.pending = None
