@@ -14,7 +14,14 @@ import torch
 from torch import Tensor
 from torchvision.transforms import v2
 
-from data.batch_transforms import each, normalize, random_crop, random_flip, random_resized_crop
+from data.batch_transforms import (
+    each,
+    random_crop,
+    random_flip,
+    random_resized_crop,
+    standardization,
+    standardize,
+)
 from data.resident import BatchTransform
 
 # A transform of a uint8 batch (N, C, H, W) drawing from a generator.
@@ -71,17 +78,19 @@ def resident_transform(transforms: Sequence[Callable], mean: Tensor, std: Tensor
     if flip:
         steps.pop(0)
     rest = [batch_step(t) for t in steps]
+    scale, shift = standardization(mean, std)
 
     def transform(images: Tensor, batch: Tensor, generator: torch.Generator) -> Tensor:
         if crop is None:
             out = images[batch]
         else:
-            size, standardize = tuple(crop.size), None if rest else (mean, std)
-            out = random_resized_crop(images, size, crop.scale, generator, flip, batch, standardize)
+            size, into = tuple(crop.size), None if rest else (mean, std)
+            out = random_resized_crop(images, size, crop.scale, generator, flip, batch, into)
             if not rest:
                 return out
         for step in rest:
             out = step(out, generator)
-        return normalize(out, mean, std)
+        return standardize(out, scale, shift)
 
+    transform.draws = crop is not None or bool(rest)  # else the loader makes no generator for it
     return transform

@@ -17,7 +17,11 @@ def per_channel(values: tuple[float, ...], device: torch.device) -> Tensor:
 
 def normalize(images: Tensor, mean: Tensor, std: Tensor) -> Tensor:
     """uint8 images to float, scaled to [0, 1], then standardized per channel; (N, C, H, W) in memory."""
-    scale, shift = standardization(mean, std)
+    return standardize(images, *standardization(mean, std))
+
+
+def standardize(images: Tensor, scale: Tensor, shift: Tensor) -> Tensor:
+    """:func:`normalize` with its :func:`standardization` made once, by a loader, not each batch."""
     out = torch.empty(images.shape, dtype=torch.float32, device=images.device)
     return out.copy_(images).mul_(scale).add_(shift)  # ToDtype's and Normalize's work in three passes
 

@@ -49,13 +49,14 @@ class ResidentLoader:
         start = self.resume_at if s.epoch == self.epoch else 0
         self.epoch, self.served, self.resume_at = s.epoch, start, 0
         order = torch.tensor(list(s), device=device)
+        draws = getattr(self.transform, "draws", True)  # a transform without randomness needs no generator
         for i, batch in enumerate(order.split(self.batch_size)):
             if i < start:
                 continue
             # Seeded by (seed, epoch, rank, batch): a batch's augmentation is the same when it is run
             # again, also after a resume that skips the batches before it.
             seed = hash((s.seed, s.epoch, s.rank, i)) & (2**63 - 1)
-            generator = torch.Generator(device).manual_seed(seed)
+            generator = torch.Generator(device).manual_seed(seed) if draws else None
             self.served = i + 1
             yield self.transform(self.images, batch, generator), self.labels[batch]
 

@@ -8,11 +8,13 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from lightning import Callback, LightningModule, Trainer
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_warn
 from matplotlib.figure import Figure
+from PIL import Image
 from torch import Tensor
 from torchmetrics.classification import MulticlassConfusionMatrix
 
@@ -46,6 +48,7 @@ class ValidationPictures(Callback):
         self.confusion: MulticlassConfusionMatrix | None = None
         self.matrix: Tensor | None = None  # of the last validation, at epoch `self.matrix_epoch`
         self.matrix_epoch = 0
+        self.matrix_pixels: np.ndarray | None = None  # the last validation's, as drawn
         self.history: dict[int, dict[str, float]] = {}  # epoch -> metric -> value
         self.last_loss: Tensor | None = None  # of this epoch's last training step
         self.shown: tuple[Tensor, Tensor, Tensor] | None = None  # images, preds, labels for the grid
@@ -139,7 +142,9 @@ class ValidationPictures(Callback):
         folder.mkdir(parents=True, exist_ok=True)
         if self.history:
             curves_figure(self.history).savefig(folder / "curves.png")
-        if self.matrix is not None:
+        if self.matrix_pixels is not None:
+            Image.fromarray(self.matrix_pixels).save(folder / "confusion_matrix.png")
+        elif self.matrix is not None:
             self.confusion_figure(trainer).savefig(folder / "confusion_matrix.png")
 
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
@@ -156,6 +161,8 @@ class ValidationPictures(Callback):
         while self.drawing and (wait or self.drawing[0][1].done()):
             step, future = self.drawing.pop(0)
             for key, pixels in future.result().items():
+                if key == "val/confusion_matrix":
+                    self.matrix_pixels = pixels  # confusion_matrix.png when fit ends, not drawn again
                 for logger in _picture_loggers(trainer):
                     if isinstance(logger, TensorBoardLogger):
                         logger.experiment.add_image(key, pixels, global_step=step, dataformats="HWC")
@@ -201,9 +208,9 @@ def _picture_loggers(trainer: Trainer) -> list[TensorBoardLogger | WandbLogger]:
 
 
 def _painter_start() -> None:
-    # The drawing process yields the cores to training, and outlives a signal sent to the whole
-    # job: rank 0 stops on it, then waits for the pictures still being drawn.
-    os.nice(10)
+    # The drawing process runs on what training leaves idle (nice 19), and outlives a signal sent to
+    # the whole job: rank 0 stops on it, then waits for the pictures still being drawn.
+    os.nice(19)
     torch.set_num_threads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
