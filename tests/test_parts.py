@@ -64,7 +64,8 @@ def test_each_part_drops_as_the_readme_says(part, mnist_root, tmp_path):
     left = [p for p in PARTS[part][0] if (project / p).exists()]
     assert not left
     package = PARTS[part][0][0].removesuffix(".py").replace("/", ".")
-    imports = re.compile(rf"^\s*(from|import) {re.escape(package)}\b", re.MULTILINE)
+    # Top-level imports: one inside a function that catches ImportError is how code uses a part if present.
+    imports = re.compile(rf"^(from|import) {re.escape(package)}\b", re.MULTILINE)
     code = [f for folder in ("app", "models", "data", "benchmarks") for f in (project / folder).rglob("*.py")]
     assert not [str(f) for f in code if imports.search(f.read_text())]
 
