@@ -2,7 +2,11 @@
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -32,3 +36,14 @@ def report(seconds: list[float], samples_per_epoch: int, test_acc: float) -> Non
     """The one JSON line the benchmark driver reads."""
     samples = [samples_per_epoch] * len(seconds)
     print(json.dumps({"train_seconds": seconds, "train_samples": samples, "test_acc": test_acc}))
+
+
+def seconds(command: list[str], folder: Path, **env: str) -> float:
+    """Wall time of one child process run in ``folder`` with W&B offline and ``env`` set; it must succeed."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(root), **env}
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"error: {' '.join(command)} failed:\n{done.stderr[-2000:]}")
+    return time.perf_counter() - start

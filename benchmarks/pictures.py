@@ -10,14 +10,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 import yaml
+
+from benchmarks.common import seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 PICTURES = "app.pictures.callback.ValidationPictures"
@@ -38,16 +38,6 @@ def command(root: str, epochs: int, pictures: bool, folder: Path) -> list[str]:
     return fit if pictures else [*fit, without_pictures()]
 
 
-def seconds(args: list[str], folder: Path) -> float:
-    """Wall time of one child process, which must succeed."""
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT)}
-    start = time.perf_counter()
-    done = subprocess.run(args, cwd=folder, env=env, capture_output=True, text=True)
-    if done.returncode:
-        sys.exit(f"error: {' '.join(args)} failed:\n{done.stderr[-2000:]}")
-    return time.perf_counter() - start
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=str(ROOT / "datasets"), help="data folder (Fashion-MNIST)")
@@ -60,7 +50,8 @@ def main() -> None:
             for epochs, pictures in times:
                 folder = Path(tmp) / f"{epochs}-{pictures}-{i}"
                 folder.mkdir()
-                times[epochs, pictures].append(seconds(command(args.root, epochs, pictures, folder), folder))
+                fit = command(args.root, epochs, pictures, folder)
+                times[epochs, pictures].append(seconds(fit, folder, WANDB_SILENT="true"))
     print(f"torch {torch.__version__}, {os.cpu_count()} cores, median of {args.rounds} interleaved rounds\n")
     print("| epochs | fit s, without pictures | fit s, with pictures | ratio |\n|---|---|---|---|")
     for epochs in args.epochs:

@@ -12,17 +12,16 @@ Medians of ``--rounds`` interleaved rounds; a Markdown table goes to stdout.
 """
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from benchmarks.common import seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -108,16 +107,6 @@ def template_command(args: argparse.Namespace, steps: int, folder: Path) -> list
     return [*command, "--test_after_fit=false", f"--trainer.default_root_dir={folder}"]
 
 
-def seconds(command: list[str], folder: Path) -> float:
-    """Wall time of one child process, which must succeed."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)}
-    start = time.perf_counter()
-    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
-    if done.returncode:
-        sys.exit(f"error: {' '.join(command)} failed:\n{done.stderr[-2000:]}")
-    return time.perf_counter() - start
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=str(ROOT / "datasets"), help="data folder (Fashion-MNIST)")
@@ -148,7 +137,7 @@ def main() -> None:
                         command = [sys.executable, "-m", "benchmarks.step_overhead", f"--row={row}"]
                         command += [f"--root={args.root}", f"--batch-size={args.batch_size}"]
                         command += ["--steps", str(steps), "0"]
-                    times.append(seconds(command, folder))
+                    times.append(seconds(command, folder, OMP_NUM_THREADS="1"))
                 rows[row].append((times[1] - times[0]) / (long - short) * 1e6)
     per_step = {row: statistics.median(values) for row, values in rows.items()}
     print(f"torch {torch.__version__}, 1 thread, batch {args.batch_size}, steps {short} and {long}, ", end="")

@@ -41,6 +41,11 @@ def test_the_readme_lists_the_parts():
     assert {"image folders", "dp", "validation pictures", "W&B sweeps", "benchmarks"} <= set(PARTS)
 
 
+def package_of(paths: list[str]) -> str:
+    """The dotted name of a part's folder, its first path (``data/image_folder`` -> ``data.image_folder``)."""
+    return paths[0].removesuffix(".py").replace("/", ".")
+
+
 def drop(project: Path, paths: list[str], line_in: str | None) -> None:
     """Delete ``paths`` and the one line of ``line_in`` that names the part's package."""
     for path in paths:
@@ -48,7 +53,7 @@ def drop(project: Path, paths: list[str], line_in: str | None) -> None:
         assert target.exists(), f"the README drops {path}, which is not in the tree"
         shutil.rmtree(target) if target.is_dir() else target.unlink()
     if line_in:
-        package = paths[0].removesuffix(".py").replace("/", ".")
+        package = package_of(paths)
         file = project / line_in
         lines = file.read_text().splitlines(keepends=True)
         naming = [line for line in lines if package in line]
@@ -63,7 +68,7 @@ def test_each_part_drops_as_the_readme_says(part, mnist_root, tmp_path):
     drop(project, *PARTS[part])
     left = [p for p in PARTS[part][0] if (project / p).exists()]
     assert not left
-    package = PARTS[part][0][0].removesuffix(".py").replace("/", ".")
+    package = package_of(PARTS[part][0])
     # Top-level imports: one inside a function that catches ImportError is how code uses a part if present.
     imports = re.compile(rf"^(from|import) {re.escape(package)}\b", re.MULTILINE)
     code = [f for folder in ("app", "models", "data", "benchmarks") for f in (project / folder).rglob("*.py")]
