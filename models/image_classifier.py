@@ -154,7 +154,8 @@ class ImageClassifier(LightningModule):
             self(x), y, weight=self.class_weight, label_smoothing=self.hparams.label_smoothing
         )
         if is_log_step(self.trainer):
-            self.log("train/loss", loss, prog_bar=True)
+            # Not prog_bar=True: Lightning would then read it (a GPU sync) at every step after this one.
+            self.log("train/loss", loss)
         elif batch_idx + 1 == self.trainer.num_training_batches:
             self.unlogged_loss = loss.detach()  # see on_train_epoch_end
         return loss

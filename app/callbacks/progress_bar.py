@@ -1,5 +1,8 @@
 """Lightning's Rich progress bar, redrawn every ``refresh_rate`` steps, with images per second."""
 
+from collections.abc import Sequence
+from typing import Any
+
 from lightning import LightningModule, Trainer
 from lightning.pytorch.callbacks import RichProgressBar
 from lightning.pytorch.callbacks.progress.rich_progress import ProcessingSpeedColumn
@@ -31,7 +34,26 @@ class ThrottledRichProgressBar(RichProgressBar):
     Lightning's bar moves its counter every ``refresh_rate`` steps but reads the metrics at every
     step (Lightning-AI/pytorch-lightning issue 20300), and reading a logged tensor waits for the
     GPU: every step then stalls the CPU until the device is done instead of queueing the next one.
+    Lightning also reads every value logged with ``prog_bar=True`` at each step, the last one
+    logged included; ``metrics`` are logged without it and read here, at redraws only.
+
+    Args:
+        refresh_rate: steps between redraws.
+        metrics: logged training values shown, as last logged.
+        **kwargs: the rest of :class:`RichProgressBar`'s arguments.
     """
+
+    def __init__(
+        self, refresh_rate: int = 100, metrics: Sequence[str] = ("train/loss",), **kwargs: Any
+    ) -> None:
+        super().__init__(refresh_rate=refresh_rate, **kwargs)
+        self.metrics = list(metrics)
+
+    def get_metrics(self, trainer: Trainer, pl_module: LightningModule) -> dict[str, Any]:
+        shown = super().get_metrics(trainer, pl_module)
+        logged = trainer.callback_metrics
+        shown.update({key: float(logged[key]) for key in self.metrics if key in logged and key not in shown})
+        return shown
 
     def configure_columns(self, trainer: Trainer) -> list:
         columns = super().configure_columns(trainer)

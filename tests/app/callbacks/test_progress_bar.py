@@ -11,11 +11,12 @@ from models import ImageClassifier, MnistCNN
 
 def counting(bar_class: type[RichProgressBar]) -> RichProgressBar:
     class Counting(bar_class):
-        reads, completed = 0, 0
+        reads, completed, shown = 0, 0, {}
 
         def get_metrics(self, trainer, pl_module):
             self.reads += trainer.training
-            return super().get_metrics(trainer, pl_module)
+            self.shown = super().get_metrics(trainer, pl_module)
+            return self.shown
 
         def on_train_epoch_end(self, trainer, pl_module):
             super().on_train_epoch_end(trainer, pl_module)
@@ -24,13 +25,11 @@ def counting(bar_class: type[RichProgressBar]) -> RichProgressBar:
     return Counting(refresh_rate=5)
 
 
-@pytest.mark.parametrize(("bar_class", "most_reads"), [(ThrottledRichProgressBar, 5), (RichProgressBar, 21)])
-def test_metrics_are_read_at_redraws_only(bar_class, most_reads, mnist_root, tmp_path):
-    bar = counting(bar_class)
+def fit(bar: RichProgressBar, mnist_root, tmp_path, **limits) -> Trainer:
+    """A short fit of the template's model on MNIST with ``bar`` as the only callback."""
     dm = MNISTDataModule(root=str(mnist_root), download=False, batch_size=16, num_workers=0, val_size=0.2)
     trainer = Trainer(
-        max_epochs=1,
-        limit_train_batches=20,
+        **limits,
         limit_val_batches=0,
         logger=False,
         enable_checkpointing=False,
@@ -39,6 +38,21 @@ def test_metrics_are_read_at_redraws_only(bar_class, most_reads, mnist_root, tmp
         default_root_dir=tmp_path,
     )
     trainer.fit(ImageClassifier(MnistCNN()), dm)
+    return trainer
+
+
+@pytest.mark.parametrize(("bar_class", "most_reads"), [(ThrottledRichProgressBar, 5), (RichProgressBar, 21)])
+def test_metrics_are_read_at_redraws_only(bar_class, most_reads, mnist_root, tmp_path):
+    bar = counting(bar_class)
+    fit(bar, mnist_root, tmp_path, max_epochs=1, limit_train_batches=20)
     assert bar.completed == 20  # the bar still ends full
     # Steps 5, 10, 15, 20 and the epoch end; Lightning's own bar reads at every one of the 20 steps.
     assert bar.reads == most_reads
+
+
+def test_the_loss_is_shown_as_last_logged(mnist_root, tmp_path):
+    bar = counting(ThrottledRichProgressBar)
+    trainer = fit(bar, mnist_root, tmp_path, max_steps=10, log_every_n_steps=5)
+    # Logged without prog_bar=True (which Lightning would read at every step), shown by the bar.
+    assert "train/loss" not in trainer.progress_bar_metrics
+    assert bar.shown["train/loss"] == float(trainer.callback_metrics["train/loss"])
