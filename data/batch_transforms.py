@@ -22,8 +22,8 @@ def normalize(images: Tensor, mean: Tensor, std: Tensor) -> Tensor:
 
 def standardize(images: Tensor, scale: Tensor, shift: Tensor) -> Tensor:
     """:func:`normalize` with its :func:`standardization` made once, by a loader, not each batch."""
-    out = torch.empty(images.shape, dtype=torch.float32, device=images.device)
-    return out.copy_(images).mul_(scale).add_(shift)  # ToDtype's and Normalize's work in three passes
+    out = images.to(torch.float32, memory_format=torch.contiguous_format, copy=True)
+    return out.mul_(scale).add_(shift)  # ToDtype's and Normalize's work in three passes
 
 
 def standardization(mean: Tensor, std: Tensor) -> tuple[Tensor, Tensor]:
