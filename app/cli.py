@@ -152,6 +152,7 @@ class CLI(LightningCLI):
         for note in self.run.notes:
             rank_zero_info(note)
         follow_weights(self.model, self.datamodule)
+        internals.skip_unused_batch_hooks([self.model])  # the Trainer does so for its callbacks
 
     def instantiate_trainer(self, **kwargs) -> Trainer:
         try:

@@ -12,7 +12,7 @@ import csv
 from collections.abc import Iterable
 from typing import Any
 
-from lightning import Callback
+from lightning import Callback, LightningModule
 from lightning.pytorch.callbacks import ModelCheckpoint, RichModelSummary
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
@@ -113,14 +113,17 @@ class SummaryBuiltHere(RichModelSummary):
 BatchNormXd = _BatchNormXd
 
 
-# The hooks Lightning calls at every training, validation, test or predict batch.
-BATCH_HOOKS = (
+# The hooks Lightning calls at every training batch, then at every evaluation or predict batch.
+TRAIN_BATCH_HOOKS = (
     "on_train_batch_start",
     "on_before_backward",
     "on_after_backward",
     "on_before_optimizer_step",
     "on_before_zero_grad",
     "on_train_batch_end",
+)
+BATCH_HOOKS = (
+    *TRAIN_BATCH_HOOKS,
     "on_validation_batch_start",
     "on_validation_batch_end",
     "on_test_batch_start",
@@ -130,26 +133,30 @@ BATCH_HOOKS = (
 )
 
 
-def skip_unused_batch_hooks(callbacks: Iterable[Callback]) -> None:
-    """Set to None, on each callback, the batch hooks its class leaves as :class:`Callback`'s no-ops,
-    and ``ModelCheckpoint.on_train_batch_end`` where it saves neither every N steps nor by time.
+def skip_unused_batch_hooks(hooked: Iterable[Callback | LightningModule]) -> None:
+    """Set to None, on each callback or LightningModule, the batch hooks its class leaves as Lightning's
+    no-ops (a module's training ones: Lightning reads the signatures of its evaluation ones), and
+    ``ModelCheckpoint.on_train_batch_end`` where it saves neither every N steps nor by time.
 
-    Lightning calls every hook of every callback at every batch, no-ops included, at a few
-    microseconds a call (a profiler context, the callback's state key). Hooks the callback's class or
-    a base class of it defines are kept.
+    Lightning calls every batch hook of the module and of every callback at every batch, no-ops
+    included, at a few microseconds a call (a profiler context, the callback's state key, setting the
+    module's current hook name twice). Hooks the class or a base class of it defines are kept.
     """
-    # Not a private name but a private behaviour: Lightning's _call_callback_hooks (trainer/call.py)
-    # skips a hook that is not callable. (tests/app/callbacks/test_batch_hooks.py reads its profiler
-    # report to catch a release that stops doing so.)
-    for callback in callbacks:
-        for name in BATCH_HOOKS:
-            if getattr(type(callback), name, None) is getattr(Callback, name):
-                setattr(callback, name, None)
+    # Not a private name but a private behaviour: Lightning's _call_callback_hooks and
+    # _call_lightning_module_hook (trainer/call.py) skip a hook that is not callable.
+    # (tests/app/callbacks/test_batch_hooks.py reads its profiler report to catch a release that stops
+    # doing so.)
+    for obj in hooked:
+        module = isinstance(obj, LightningModule)
+        base, names = (LightningModule, TRAIN_BATCH_HOOKS) if module else (Callback, BATCH_HOOKS)
+        for name in names:
+            if getattr(type(obj), name, None) is getattr(base, name):
+                setattr(obj, name, None)
         # ModelCheckpoint keeps its step and time triggers only as ``_every_n_train_steps`` and
         # ``_train_time_interval``; with neither, its on_train_batch_end returns at once (and costs more
         # than the others: its state key is a dict's repr). (test_batch_hooks.py)
-        if isinstance(callback, ModelCheckpoint) and not _checks_at_batches(callback):
-            callback.on_train_batch_end = None
+        if isinstance(obj, ModelCheckpoint) and not _checks_at_batches(obj):
+            obj.on_train_batch_end = None
 
 
 def _checks_at_batches(checkpoint: ModelCheckpoint) -> bool:

@@ -20,7 +20,8 @@ from data.contract import provided
 class Trainer(lightning.Trainer):
     """Lightning's Trainer, plus ``collective_timeout``, SyncBatchNorm on CPU and ``export``.
 
-    Its callbacks' batch hooks that do nothing are not called (:func:`skip_unused_batch_hooks`).
+    Its callbacks' batch hooks that do nothing are not called (:func:`skip_unused_batch_hooks`; the CLI
+    does the same for the model).
 
     A few of Lightning's arguments are restated with the range they need, which the parser checks:
     outside it Lightning fails with a traceback mid-run, or trains wrongly without a word. A flag that

@@ -5,7 +5,7 @@ from collections import defaultdict
 
 from helpers.cli import check, run_app, run_folder
 
-from app.internals import BATCH_HOOKS
+from app.internals import BATCH_HOOKS, TRAIN_BATCH_HOOKS
 
 
 def called_hooks(mnist_root, tmp_path, *args: str) -> dict[str, set[str]]:
@@ -18,9 +18,10 @@ def called_hooks(mnist_root, tmp_path, *args: str) -> dict[str, set[str]]:
     )
     check(run_app("fit", *args, configs=("configs/debug/profile.yaml",), cwd=tmp_path))
     report = (run_folder(tmp_path) / "fit-profile.txt").read_text()
-    # Lightning's simple profiler times each callback hook it calls: "[Callback]NAME{...}.HOOK".
+    # Lightning's simple profiler times each hook it calls: "[Callback]NAME{...}.HOOK",
+    # "[LightningModule]NAME.HOOK".
     called = defaultdict(set)
-    for name, hook in re.findall(r"\[Callback\](\w+)(?:\{[^}]*\})?\.(on_\w+)", report):
+    for name, hook in re.findall(r"\[(?:Callback|LightningModule)\](\w+)(?:\{[^}]*\})?\.(\w+)", report):
         called[name].add(hook)
     return called
 
@@ -36,6 +37,9 @@ def test_only_the_batch_hooks_a_callback_defines_are_called(mnist_root, tmp_path
     for name in ("EndRanksTogether", "PerClassTable", "PredictionsWriter", "RunConfig"):
         assert not called[name] & batch, name
         assert "on_train_start" in called[name]  # the other hooks are still called
+    # The model's training ones: ImageClassifier defines on_before_optimizer_step (frozen layers) only.
+    assert called["ImageClassifier"] & set(TRAIN_BATCH_HOOKS) == {"on_before_optimizer_step"}
+    assert {"configure_optimizers", "on_train_epoch_end", "on_validation_epoch_end"} <= called["ImageClassifier"]
 
 
 def test_a_checkpoint_every_n_steps_is_still_checked_at_each_batch(mnist_root, tmp_path):
