@@ -39,7 +39,7 @@ def test_only_the_batch_hooks_a_callback_defines_are_called(mnist_root, tmp_path
         assert "on_train_start" in called[name]  # the other hooks are still called
     # The model's training ones: ImageClassifier defines on_before_optimizer_step (frozen layers) only.
     assert called["ImageClassifier"] & set(TRAIN_BATCH_HOOKS) == {"on_before_optimizer_step"}
-    assert {"configure_optimizers", "on_train_epoch_end", "on_validation_epoch_end"} <= called["ImageClassifier"]
+    assert {"configure_optimizers", "on_train_epoch_end"} <= called["ImageClassifier"]
 
 
 def test_a_checkpoint_every_n_steps_is_still_checked_at_each_batch(mnist_root, tmp_path):
