@@ -2,7 +2,7 @@
 
 import csv
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 from torchmetrics.classification import MulticlassStatScores
 
+from app.callbacks.model_outputs import num_classes, predicted_classes
 from app.runs import folder
 from data.contract import provided
 from models.metrics import per_class
@@ -38,11 +39,9 @@ class PerClassTable(Callback):
         self.scores: MulticlassStatScores | None = None
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        # The model's first: it holds the checkpoint's count where the data is gone.
-        num_classes = getattr(pl_module.hparams, "num_classes", None)
-        num_classes = num_classes or provided(trainer.datamodule, "num_classes")
-        if self.scores is None and num_classes:
-            self.scores = MulticlassStatScores(num_classes, average=None)
+        classes = num_classes(trainer, pl_module)
+        if self.scores is None and classes:
+            self.scores = MulticlassStatScores(classes, average=None)
 
     def on_test_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if self.scores is not None:
@@ -60,7 +59,7 @@ class PerClassTable(Callback):
     ) -> None:
         if self.scores is None:
             return
-        preds = outputs.get("preds") if isinstance(outputs, Mapping) else None
+        preds = predicted_classes(outputs)
         if preds is None:
             rank_zero_warn("PerClassTable: test_step returns no {'preds': ...}; no per-class table")
             self.scores = None  # every rank gets the same outputs, so all stop alike

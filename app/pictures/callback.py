@@ -18,6 +18,7 @@ from PIL import Image
 from torch import Tensor
 from torchmetrics.classification import MulticlassConfusionMatrix
 
+from app.callbacks.model_outputs import num_classes, predicted_classes
 from app.pictures.drawing import CURVES, Sketch, curves_figure, draw, grid_figure, matrix_figure
 from data.contract import provided
 
@@ -56,12 +57,10 @@ class ValidationPictures(Callback):
         self.drawing: list[tuple[int, Future]] = []  # (global step, pictures by key), oldest first
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        # The model's first: it holds the checkpoint's count where the data is gone (predict, export).
-        num_classes = getattr(pl_module.hparams, "num_classes", None)
-        num_classes = num_classes or provided(trainer.datamodule, "num_classes")
-        if self.confusion is None and num_classes:
-            self.confusion = MulticlassConfusionMatrix(num_classes)
-        elif not num_classes:
+        classes = num_classes(trainer, pl_module)
+        if self.confusion is None and classes:
+            self.confusion = MulticlassConfusionMatrix(classes)
+        elif not classes:
             rank_zero_warn(
                 "ValidationPictures: neither the DataModule nor the model has num_classes; no pictures"
             )
@@ -83,7 +82,7 @@ class ValidationPictures(Callback):
     ) -> None:
         if trainer.sanity_checking or self.confusion is None:
             return
-        preds = outputs.get("preds") if isinstance(outputs, Mapping) else None
+        preds = predicted_classes(outputs)
         if preds is None:
             rank_zero_warn("ValidationPictures: validation_step returns no {'preds': ...}; no pictures")
             self.confusion = None  # every rank gets the same outputs, so all stop alike
