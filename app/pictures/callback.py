@@ -2,7 +2,9 @@
 
 import multiprocessing
 import os
+import shutil
 import signal
+import tempfile
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
@@ -13,18 +15,17 @@ import torch
 from lightning import Callback, LightningModule, Trainer
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_warn
-from matplotlib.figure import Figure
 from PIL import Image
 from torch import Tensor
 from torchmetrics.classification import MulticlassConfusionMatrix
 
 from app.callbacks.model_outputs import num_classes, predicted_classes
-from app.pictures.drawing import CURVES, Sketch, curves_figure, draw, grid_figure, matrix_figure
+from app.pictures.drawing import CURVES, Sketch, curves_figure, draw, grid_picture, matrix_picture
 from data.contract import provided
 
 
 class ValidationPictures(Callback):
-    """What the classifier gets right and wrong, drawn with matplotlib.
+    """What the classifier gets right and wrong, in pictures.
 
     After each validation (not the sanity check), rank 0 sends W&B and TensorBoard loggers
     ``val/samples``, the first validation images titled with predicted and true class (wrong ones
@@ -32,8 +33,8 @@ class ValidationPictures(Callback):
     it writes ``curves.png`` (loss and accuracy per epoch) and ``confusion_matrix.png`` into
     ``FOLDER`` under ``trainer.default_root_dir``.
 
-    Training does not wait for the drawing: a forked process of rank 0 draws while the next epoch
-    trains, and the pictures go to the loggers once drawn. The end of a run (fit's end, the end
+    Training does not wait for the drawing: a forked process of rank 0 draws the PNG files while the
+    next epoch trains, and they go to the loggers once drawn. The end of a run (fit's end, the end
     of a validate or test, an exception such as Lightning's SIGTERM stop) waits for the last ones.
 
     The model's ``validation_step`` returns ``{"preds": class indices}``; class names come from the
@@ -49,12 +50,13 @@ class ValidationPictures(Callback):
         self.confusion: MulticlassConfusionMatrix | None = None
         self.matrix: Tensor | None = None  # of the last validation, at epoch `self.matrix_epoch`
         self.matrix_epoch = 0
-        self.matrix_pixels: np.ndarray | None = None  # the last validation's, as drawn
+        self.matrix_png: bytes | None = None  # the last validation's, as drawn
         self.history: dict[int, dict[str, float]] = {}  # epoch -> metric -> value
         self.last_loss: Tensor | None = None  # of this epoch's last training step
         self.shown: tuple[Tensor, Tensor, Tensor] | None = None  # images, preds, labels for the grid
         self.painter: ProcessPoolExecutor | None = None
-        self.drawing: list[tuple[int, Future]] = []  # (global step, pictures by key), oldest first
+        self.scratch: str | None = None  # the painter's folder for the PNG files, until logged
+        self.drawing: list[tuple[int, Future]] = []  # (global step, PNG paths by key), oldest first
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         classes = num_classes(trainer, pl_module)
@@ -107,13 +109,15 @@ class ValidationPictures(Callback):
             images, preds, labels = self.shown
             shown = (images.numpy(), preds.tolist(), labels.tolist())
         mean, std = provided(datamodule, "mean"), provided(datamodule, "std")
-        sketch = Sketch(self.matrix.numpy(), self.matrix_epoch, _class_names(trainer), mean, std, shown)
+        step = trainer.global_step
+        sketch = Sketch(self.matrix.numpy(), self.matrix_epoch, step, _class_names(trainer), mean, std, shown)
         if self.painter is None:
             # Forked: it has the modules already (a spawned one would import torch again while the
             # epoch trains), and it is sent only the sketch.
             context = multiprocessing.get_context("fork")
             self.painter = ProcessPoolExecutor(1, mp_context=context, initializer=_painter_start)
-        self.drawing.append((trainer.global_step, self.painter.submit(draw, sketch)))
+            self.scratch = tempfile.mkdtemp(prefix="validation-pictures-")
+        self.drawing.append((step, self.painter.submit(draw, sketch, self.scratch)))
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.state.fn == "fit" and not trainer.sanity_checking:
@@ -141,10 +145,10 @@ class ValidationPictures(Callback):
         folder.mkdir(parents=True, exist_ok=True)
         if self.history:
             curves_figure(self.history).savefig(folder / "curves.png")
-        if self.matrix_pixels is not None:
-            Image.fromarray(self.matrix_pixels).save(folder / "confusion_matrix.png")
+        if self.matrix_png is not None:
+            (folder / "confusion_matrix.png").write_bytes(self.matrix_png)
         elif self.matrix is not None:
-            self.confusion_figure(trainer).savefig(folder / "confusion_matrix.png")
+            self.confusion_picture(trainer).save(folder / "confusion_matrix.png")
 
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         self._finish(trainer)
@@ -159,14 +163,15 @@ class ValidationPictures(Callback):
         """Send the loggers the pictures drawn so far, in order; with ``wait``, all of them."""
         while self.drawing and (wait or self.drawing[0][1].done()):
             step, future = self.drawing.pop(0)
-            for key, pixels in future.result().items():
+            for key, path in future.result().items():
                 if key == "val/confusion_matrix":
-                    self.matrix_pixels = pixels  # confusion_matrix.png when fit ends, not drawn again
+                    self.matrix_png = Path(path).read_bytes()  # confusion_matrix.png when fit ends
                 for logger in _picture_loggers(trainer):
                     if isinstance(logger, TensorBoardLogger):
+                        pixels = np.asarray(Image.open(path).convert("RGB"))
                         logger.experiment.add_image(key, pixels, global_step=step, dataformats="HWC")
-                    else:
-                        logger.log_image(key=key, images=[pixels], step=step)
+                    else:  # W&B copies the file into its run as it logs it
+                        logger.log_image(key=key, images=[path], step=step)
 
     def _finish(self, trainer: Trainer) -> None:
         """Log every picture still being drawn, then end the drawing process."""
@@ -177,6 +182,9 @@ class ValidationPictures(Callback):
             if self.painter is not None:
                 self.painter.shutdown()
                 self.painter = None
+            if self.scratch is not None:
+                shutil.rmtree(self.scratch, ignore_errors=True)
+                self.scratch = None
 
     def state_dict(self) -> dict[str, Any]:
         return {"history": self.history}
@@ -191,15 +199,15 @@ class ValidationPictures(Callback):
             if value is not None:
                 point[key] = float(value)
 
-    def confusion_figure(self, trainer: Trainer) -> Figure:
+    def confusion_picture(self, trainer: Trainer) -> Image.Image:
         """The last validation's confusion matrix, counts written in the cells if there are few classes."""
-        return matrix_figure(self.matrix, self.matrix_epoch, _class_names(trainer))
+        return matrix_picture(self.matrix.numpy(), self.matrix_epoch, _class_names(trainer))
 
-    def samples_figure(self, trainer: Trainer, images: Tensor, preds: Tensor, labels: Tensor) -> Figure:
+    def samples_picture(self, trainer: Trainer, images: Tensor, preds: Tensor, labels: Tensor) -> Image.Image:
         """A grid of ``images`` titled with predicted and true class; wrong ones in red."""
         datamodule = trainer.datamodule
         mean, std = provided(datamodule, "mean"), provided(datamodule, "std")
-        return grid_figure(images, preds, labels, _class_names(trainer), mean, std)
+        return grid_picture(images, preds.tolist(), labels.tolist(), _class_names(trainer), mean, std)
 
 
 def _picture_loggers(trainer: Trainer) -> list[TensorBoardLogger | WandbLogger]:

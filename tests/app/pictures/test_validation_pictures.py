@@ -2,6 +2,7 @@
 
 import io
 import math
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,11 +12,12 @@ import pytest
 import torch
 from helpers.cli import callback, check, run_app, run_folder
 from lightning import Trainer
+from matplotlib import colormaps
 from PIL import Image
 
 from app.pictures import ValidationPictures
 from app.pictures import callback as validation_pictures
-from app.pictures.drawing import _pixels
+from app.pictures.drawing import CELL, GAP, TEXT_UP_TO, TITLE, matrix_picture, title
 from data import MNISTDataModule
 from models import ImageClassifier, MnistCNN
 
@@ -91,67 +93,99 @@ def test_samples_are_titled_with_class_names_and_wrong_ones_marked(mnist_root, t
     trainer = fit(mnist_root, tmp_path, pictures, data=NamedMNIST)
     images, preds, labels = pictures.shown
     assert len(images) == 5
-    fig = pictures.samples_figure(trainer, images, preds, labels)
-    (ax,) = fig.axes
-    assert len(ax.images) == 1 and len(ax.texts) == 5
-    fig.canvas.draw()
-    for text, pred, label in zip(ax.texts, preds.tolist(), labels.tolist(), strict=True):
-        assert f"pred digit{pred}" in text.get_text() and f"true digit{label}" in text.get_text()
-        assert (text.get_color() == "red") == (pred != label)
-    assert_titles_fit(fig, ax, columns=5, size=28)
+    names = [f"digit{i}" for i in range(10)]
+    for pred, label in zip(preds.tolist(), labels.tolist(), strict=True):
+        expected = f"pred digit{pred}\ntrue digit{label}"
+        assert title(pred, label, names) == (expected if pred == label else f"✗ {expected}")
+    picture = np.asarray(pictures.samples_picture(trainer, images, preds, labels))
+    assert_titles_fit(picture, (preds != labels).tolist(), columns=5, size=28)
 
 
-def assert_titles_fit(fig, ax, columns: int, size: int) -> None:
-    """Each title lies inside the figure, in its own image's column, in the white band above the image."""
-    renderer = fig.canvas.get_renderer()
-    rows = math.ceil(len(ax.texts) / columns)
-    band = (ax.images[0].get_array().shape[0] - 2) // rows - size - 2  # grid: rows of GAP, band, image
-    assert band > 0
-    for i, text in enumerate(ax.texts):
+def cells(picture: np.ndarray, count: int, columns: int, size: int) -> list[tuple[tuple, tuple]]:
+    """Where each sample's title band and image lie in the grid ``picture``: (rows, columns) slices."""
+    scale = CELL / (size + GAP)
+    band = math.ceil(TITLE / scale)
+    rows = math.ceil(count / columns)
+    assert picture.shape[:2] == (
+        round((rows * (band + size + GAP) + GAP) * scale),
+        round((columns * (size + GAP) + GAP) * scale),
+    )
+    places = []
+    for i in range(count):
         row, col = divmod(i, columns)
-        box = text.get_window_extent(renderer)
-        assert (
-            fig.bbox.x0 <= box.x0 <= box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 <= box.y1 <= fig.bbox.y1
+        x, y = GAP + col * (size + GAP), GAP + row * (band + size + GAP)  # in grid pixels
+        left, right = math.ceil(x * scale), math.floor((x + size) * scale)
+        top, middle, bottom = (round(v * scale) for v in (y, y + band, y + band + size))
+        places.append(
+            (
+                (slice(top, middle), slice(left, right)),
+                (slice(middle + 1, bottom - 1), slice(left + 1, right - 1)),
+            )
         )
-        corners = ax.transData.inverted().transform(box)  # in grid pixels, y downwards
-        (left, top), (right, bottom) = corners.min(0), corners.max(0)
-        cell_left, cell_top = 2 + col * (size + 2), 2 + row * (band + size + 2)
-        assert cell_left <= left and right <= cell_left + size, "a title spills into the next column"
-        assert cell_top - 1 <= top and bottom <= cell_top + band + 0.5, "a title covers an image"
+    return places
+
+
+def assert_titles_fit(picture: np.ndarray, wrong: list[bool], columns: int, size: int) -> None:
+    """Each title lies in the white band above its own image, red where the prediction is wrong."""
+    ink = (picture < 200).any(axis=2)
+    red = (picture[..., 0] > 150) & (picture[..., 1] < 100) & (picture[..., 2] < 100)
+    images = np.zeros_like(ink)
+    for (band, image), is_wrong in zip(cells(picture, len(wrong), columns, size), wrong, strict=True):
+        rows, cols = np.nonzero(ink[band])
+        assert len(rows), "a title is missing"
+        (height, width) = ink[band].shape
+        # Within its band and column, and centred there (the glyphs' ink, not their boxes: a pixel or two)
+        assert rows.min() > 0 and rows.max() < height - 1, "a title touches its image"
+        assert abs(rows.min() - (height - 1 - rows.max())) <= 3, "a title is not centred above its image"
+        assert cols.min() > 0 and cols.max() < width - 1, "a title spills into the next column"
+        assert abs(cols.min() - (width - 1 - cols.max())) <= 3, "a title is not centred on its image"
+        assert red[band].sum() > 20 if is_wrong else not red[band].any()
+        ink[band] = False
+        rows, cols = image  # the image's inside; its edge pixels may be a blend of it and the gap
+        images[rows.start - 2 : rows.stop + 2, cols.start - 2 : cols.stop + 2] = True
+    assert not (ink & ~images).any(), "ink outside the titles and the images"
 
 
 def test_grey_grid_renders_with_its_aspect_and_its_pixels():
     mean, std = (0.1307,), (0.3081,)
     images = torch.full((32, 1, 28, 28), (0.5 - mean[0]) / std[0])  # mid grey once unnormalized
     trainer = SimpleNamespace(datamodule=SimpleNamespace(class_names=None, mean=mean, std=std))
-    fig = ValidationPictures().samples_figure(
+    picture = ValidationPictures().samples_picture(
         trainer, images, torch.zeros(32, dtype=int), torch.arange(32) % 10
     )
-    pixels = _pixels(fig)
+    pixels = np.asarray(picture)
     assert pixels.dtype == np.uint8 and pixels.ndim == 3 and pixels.shape[2] == 3
-    grid = fig.axes[0].images[0].get_array()
-    assert pixels.shape[1] / pixels.shape[0] == pytest.approx(grid.shape[1] / grid.shape[0], rel=0.05)
-    scale, band = pixels.shape[1] / grid.shape[1], (grid.shape[0] - 2) // 4 - 28 - 2
-    for i in range(32):
-        row, col = divmod(i, 8)
-        x, y = 2 + col * 30 + 14, 2 + row * (band + 30) + band + 14  # centre of image i, in grid pixels
-        assert np.abs(pixels[int(y * scale), int(x * scale)].astype(int) - 128).max() <= 2
-    assert (pixels[0, 0] == 255).all() and pixels.var() > 0
+    for _, image in cells(pixels, 32, columns=8, size=28):  # the whole of each image, untouched by titles
+        assert (pixels[image] == 128).all()
+    assert (pixels[0, 0] == 255).all()
+    assert_titles_fit(pixels, [i % 10 != 0 for i in range(32)], columns=8, size=28)
 
 
-def test_large_colour_images_get_a_band_tall_enough_for_their_titles(tmp_path):
+def test_large_colour_images_get_a_band_tall_enough_for_their_titles():
     images = torch.rand(3, 3, 224, 224)
     trainer = SimpleNamespace(datamodule=SimpleNamespace(class_names=["cat", "dog"], mean=None, std=None))
-    fig = ValidationPictures().samples_figure(
+    picture = ValidationPictures().samples_picture(
         trainer, images, torch.tensor([0, 1, 0]), torch.tensor([0, 1, 1])
     )
-    (ax,) = fig.axes
-    fig.canvas.draw()
-    assert_titles_fit(fig, ax, columns=3, size=224)
-    pixels = _pixels(fig)
-    assert pixels.dtype == np.uint8 and pixels.shape[2] == 3 and pixels.var() > 0
-    height, width = ax.images[0].get_array().shape[:2]
-    assert pixels.shape[1] / pixels.shape[0] == pytest.approx(width / height, rel=0.05)
+    assert_titles_fit(np.asarray(picture), [False, False, True], columns=3, size=224)
+
+
+def test_matrix_cells_are_coloured_by_count_and_counted_only_when_few():
+    viridis = np.asarray(colormaps["viridis"]([0.0, 1.0])[:, :3] * 255).round().astype(np.uint8)
+
+    def shaded(picture: Image.Image, colour: np.ndarray) -> int:
+        return int((np.asarray(picture) == colour).all(axis=2).sum())
+
+    few = matrix_picture(np.array([[7, 0, 0], [0, 7, 1], [0, 2, 7]]), 0, ["a", "b", "c"])
+    cell = 70  # pixels: the matrix is at most 1,400 wide
+    # The 3 cells of the highest count and the 4 of none, less their written counts.
+    assert 0.9 * 3 * cell**2 < shaded(few, viridis[1]) < 3 * cell**2
+    assert 0.9 * 4 * cell**2 < shaded(few, viridis[0]) < 4 * cell**2
+    many = np.zeros((TEXT_UP_TO + 1, TEXT_UP_TO + 1), dtype=int)
+    np.fill_diagonal(many, 5)
+    picture = matrix_picture(many, 0, [])
+    cell = 1400 // (TEXT_UP_TO + 1)
+    assert shaded(picture, viridis[1]) == (TEXT_UP_TO + 1) * cell**2  # no text over the cells
 
 
 def test_no_samples_and_no_plots_outside_fit(mnist_root, tmp_path):
@@ -195,10 +229,10 @@ def logged_images(folder: Path) -> dict[str, list[tuple[int, np.ndarray]]]:
     }
 
 
-def slow_draw(sketch):
+def slow_draw(*args):
     """The drawing process's work, a while later: the run goes on (or ends) meanwhile."""
     time.sleep(3)
-    return DRAW(sketch)
+    return DRAW(*args)
 
 
 def test_logged_pictures_are_those_drawn_in_the_training_process(mnist_root, tmp_path):
@@ -210,8 +244,8 @@ def test_logged_pictures_are_those_drawn_in_the_training_process(mnist_root, tmp
     )
     images = logged_images(tmp_path / "tb")
     expected = {
-        "val/confusion_matrix": _pixels(pictures.confusion_figure(trainer)),
-        "val/samples": _pixels(pictures.samples_figure(trainer, *pictures.shown)),
+        "val/confusion_matrix": np.asarray(pictures.confusion_picture(trainer)),
+        "val/samples": np.asarray(pictures.samples_picture(trainer, *pictures.shown)),
     }
     assert images.keys() == expected.keys()
     for tag, pixels in expected.items():
@@ -224,13 +258,20 @@ def test_fit_ends_once_the_last_validations_pictures_are_logged(mnist_root, tmp_
     from lightning.pytorch.loggers import TensorBoardLogger
 
     monkeypatch.setattr(validation_pictures, "draw", slow_draw)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     pictures = ValidationPictures()
     trainer = fit(mnist_root, tmp_path, pictures, max_epochs=2, logger=TensorBoardLogger(tmp_path, name="tb"))
     images = logged_images(tmp_path / "tb")
     for tag in ("val/confusion_matrix", "val/samples"):
         assert [step for step, _ in images[tag]] == [2, 4]  # each epoch's validation, in order
-    assert np.array_equal(images["val/confusion_matrix"][-1][1], _pixels(pictures.confusion_figure(trainer)))
-    assert pictures.painter is None and not pictures.drawing  # the drawing process ended with the fit
+    last_matrix = np.asarray(pictures.confusion_picture(trainer))
+    assert np.array_equal(images["val/confusion_matrix"][-1][1], last_matrix)
+    with Image.open(tmp_path / "plots" / "confusion_matrix.png") as saved:
+        assert np.array_equal(np.asarray(saved.convert("RGB")), last_matrix)
+    # The drawing process ended with the fit, and its files went with it.
+    assert pictures.painter is None and not pictures.drawing and not any(scratch.iterdir())
 
 
 def test_sigterm_waits_for_the_pictures_being_drawn(mnist_root, tmp_path, monkeypatch):
