@@ -31,7 +31,7 @@ PNG_LEVEL = 1  # zlib level: a third less time than PIL's default 6, for about a
 
 @dataclass(frozen=True)
 class Sketch:
-    """What one validation's pictures are drawn from: plain CPU data, sent to the drawing process."""
+    """What one validation's pictures are drawn from: plain CPU data, for the drawing thread."""
 
     matrix: np.ndarray
     epoch: int

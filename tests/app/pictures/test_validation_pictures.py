@@ -230,12 +230,12 @@ def logged_images(folder: Path) -> dict[str, list[tuple[int, np.ndarray]]]:
 
 
 def slow_draw(*args):
-    """The drawing process's work, a while later: the run goes on (or ends) meanwhile."""
+    """The drawing thread's work, a while later: the run goes on (or ends) meanwhile."""
     time.sleep(3)
     return DRAW(*args)
 
 
-def test_logged_pictures_are_those_drawn_in_the_training_process(mnist_root, tmp_path):
+def test_logged_pictures_are_those_drawn_in_the_training_thread(mnist_root, tmp_path):
     from lightning.pytorch.loggers import TensorBoardLogger
 
     pictures = ValidationPictures(samples=5)
@@ -270,7 +270,7 @@ def test_fit_ends_once_the_last_validations_pictures_are_logged(mnist_root, tmp_
     assert np.array_equal(images["val/confusion_matrix"][-1][1], last_matrix)
     with Image.open(tmp_path / "plots" / "confusion_matrix.png") as saved:
         assert np.array_equal(np.asarray(saved.convert("RGB")), last_matrix)
-    # The drawing process ended with the fit, and its files went with it.
+    # The drawing thread ended with the fit, and its files went with it.
     assert pictures.painter is None and not pictures.drawing and not any(scratch.iterdir())
 
 
