@@ -57,6 +57,10 @@ def main() -> None:
     for epochs in args.epochs:
         bare, drawn = (statistics.median(times[epochs, p]) for p in (False, True))
         print(f"| {epochs} | {bare:.1f} | {drawn:.1f} | {drawn / bare:.3f} |")
+    print("\nEach round, s (without, with):")
+    for epochs in args.epochs:
+        pairs = zip(times[epochs, False], times[epochs, True], strict=True)
+        print(f"- {epochs} epochs: " + ", ".join(f"{bare:.1f} / {drawn:.1f}" for bare, drawn in pairs))
 
 
 if __name__ == "__main__":

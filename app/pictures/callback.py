@@ -203,7 +203,7 @@ class ValidationPictures(Callback):
         """A grid of ``images`` titled with predicted and true class; wrong ones in red."""
         datamodule = trainer.datamodule
         mean, std = provided(datamodule, "mean"), provided(datamodule, "std")
-        return grid_picture(images, preds.tolist(), labels.tolist(), _class_names(trainer), mean, std)
+        return grid_picture(images.numpy(), preds.tolist(), labels.tolist(), _class_names(trainer), mean, std)
 
 
 def _picture_loggers(trainer: Trainer) -> list[TensorBoardLogger | WandbLogger]:

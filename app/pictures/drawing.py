@@ -11,15 +11,11 @@ from pathlib import Path
 
 import matplotlib
 import numpy as np
-import torch
 from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from PIL import Image, ImageDraw, ImageFont
-from torch import Tensor
-from torch.nn import functional as F
-from torchvision.utils import make_grid
 
 CURVES = {"loss": ("train/loss", "val/loss"), "accuracy": ("val/acc",)}
 TEXT_UP_TO = 20  # classes: beyond, counts and names in the matrix's cells would be unreadable
@@ -56,7 +52,7 @@ def draw(sketch: Sketch, folder: str) -> dict[str, str]:
 
 
 def grid_picture(
-    images: np.ndarray | Tensor,
+    images: np.ndarray,
     preds: Sequence[int],
     labels: Sequence[int],
     names: Sequence[str],
@@ -65,20 +61,23 @@ def grid_picture(
 ) -> Image.Image:
     """A grid of ``images`` (N, C, H, W) titled with predicted and true class; wrong ones in red.
 
-    torchvision's ``make_grid`` with a white band of ``TITLE`` pixels above each image, scaled so that
-    an image and its gap are ``CELL`` pixels wide.
+    Each image has a white band above it for its title and ``GAP`` white pixels around it; the grid
+    is scaled so that an image and its gap are ``CELL`` pixels wide.
     """
-    images, preds, labels = torch.as_tensor(images), list(preds), list(labels)
-    names = _first(names, 1 + max(preds + labels))
+    names = _first(names, 1 + max(*preds, *labels))
     cols = min(8, len(images))
     height, width = images.shape[-2:]
     scale = CELL / (width + GAP)  # picture pixels per grid pixel
     band = math.ceil(TITLE / scale)
-    shown = torch.stack([_displayable(image, mean, std) for image in images])
-    grid = make_grid(F.pad(shown, (0, 0, band, 0), value=1.0), nrow=cols, padding=GAP, pad_value=1.0)
-    size = (round(grid.shape[2] * scale), round(grid.shape[1] * scale))
+    rows = math.ceil(len(images) / cols)
+    grid = np.ones((rows * (band + height + GAP) + GAP, cols * (width + GAP) + GAP, 3))  # white
+    for i, image in enumerate(images):
+        row, col = divmod(i, cols)
+        top, left = GAP + row * (band + height + GAP) + band, GAP + col * (width + GAP)
+        grid[top : top + height, left : left + width] = _displayable(image, mean, std).transpose(1, 2, 0)
+    size = (round(grid.shape[1] * scale), round(grid.shape[0] * scale))
     resample = Image.Resampling.NEAREST if scale >= 1 else Image.Resampling.BOX
-    picture = Image.fromarray(_bytes(grid)).resize(size, resample)
+    picture = Image.fromarray((grid * 255).round().astype(np.uint8)).resize(size, resample)
     pen, font = ImageDraw.Draw(picture), ImageFont.truetype(FONT, 11)
     for i, (pred, label) in enumerate(zip(preds, labels, strict=True)):
         row, col = divmod(i, cols)
@@ -124,7 +123,7 @@ def matrix_picture(matrix: np.ndarray, epoch: int, names: Sequence[str]) -> Imag
     pen.text((left + side / 2, pad), title, "black", font, "mt")
     pen.text((left + side / 2, picture.height - pad), "Predicted class", "black", font, "mb")
     if few:
-        light = lut[shade] @ np.array([0.299, 0.587, 0.114]) > 128
+        light = (lut[shade] * (0.299, 0.587, 0.114)).sum(axis=2) > 128
         for (row, col), count in np.ndenumerate(matrix):
             middle = (left + (col + 0.5) * cell, top + (row + 0.5) * cell)
             pen.text(middle, str(int(count)), "black" if light[row, col] else "white", font, "mm")
@@ -158,22 +157,17 @@ def _text_mask(text: str, font: ImageFont.FreeTypeFont, angle: float) -> Image.I
     return mask.rotate(angle, Image.Resampling.BICUBIC, expand=True)
 
 
-def _bytes(image: Tensor) -> np.ndarray:
-    """A (C, H, W) image of floats in [0, 1] as (H, W, C) uint8."""
-    return image.mul(255).round().to(torch.uint8).permute(1, 2, 0).numpy()
-
-
 def _first(names: Sequence[str], n: int) -> list[str]:
     """``n`` class names: the known ones, then indices."""
     return list(names[:n]) + [str(i) for i in range(len(names), n)]
 
 
-def _displayable(image: Tensor, mean: Sequence[float] | None, std: Sequence[float] | None) -> Tensor:
+def _displayable(image: np.ndarray, mean: Sequence[float] | None, std: Sequence[float] | None) -> np.ndarray:
     """A normalized (C, H, W) image as 1 or 3 channels of floats in [0, 1]."""
     image = image[:3] if len(image) >= 3 else image[:1]
-    if mean is not None and std is not None and len(mean) >= len(image) and len(std) >= len(image):
-        image = image * image.new_tensor(std[: len(image)])[:, None, None]
-        image = image + image.new_tensor(mean[: len(image)])[:, None, None]
+    channels = len(image)
+    if mean is not None and std is not None and len(mean) >= channels and len(std) >= channels:
+        image = image * np.asarray(std[:channels])[:, None, None] + np.asarray(mean[:channels])[:, None, None]
     else:
-        image = (image - image.min()) / (image.max() - image.min()).clamp(min=1e-12)
-    return image.clamp(0, 1)
+        image = (image - image.min()) / max(image.max() - image.min(), 1e-12)
+    return image.clip(0, 1)

@@ -156,7 +156,7 @@ def test_grey_grid_renders_with_its_aspect_and_its_pixels():
     pixels = np.asarray(picture)
     assert pixels.dtype == np.uint8 and pixels.ndim == 3 and pixels.shape[2] == 3
     for _, image in cells(pixels, 32, columns=8, size=28):  # the whole of each image, untouched by titles
-        assert (pixels[image] == 128).all()
+        assert np.abs(pixels[image].astype(int) - 128).max() <= 1 and len(np.unique(pixels[image])) == 1
     assert (pixels[0, 0] == 255).all()
     assert_titles_fit(pixels, [i % 10 != 0 for i in range(32)], columns=8, size=28)
 
