@@ -110,7 +110,9 @@ class ValidationPictures(Callback):
         sketch = Sketch(self.matrix.numpy(), self.matrix_epoch, step, _class_names(trainer), mean, std, shown)
         if self.painter is None:
             # A thread, not a process: a fork of rank 0 made each page that training then wrote a copy
-            # (100,000 more page faults in a 2-epoch MNIST fit), for work that mostly runs in PIL's C.
+            # (100,000 more page faults in a 2-epoch MNIST fit). It must not call torch: its ops would
+            # start an OpenMP team of its own, and with more OpenMP threads than cores libgomp's
+            # threads sleep between ops instead of spinning, which made training's epochs 5 % slower.
             self.painter = ThreadPoolExecutor(1, thread_name_prefix="validation-pictures")
             self.scratch = tempfile.mkdtemp(prefix="validation-pictures-")
         self.drawing.append((step, self.painter.submit(draw, sketch, self.scratch)))

@@ -1,7 +1,8 @@
 """The pictures themselves: a grid of titled samples and a confusion matrix (PIL), the curves (matplotlib).
 
 The grid and the matrix are drawn with PIL, in about 20 ms each: matplotlib took about 0.2 s for each
-(1 to 2 ms a text, and a layout pass), which on 2 CPU cores was 3 % of a 2-epoch fit.
+(1 to 2 ms a text, and a layout pass), which on 2 CPU cores was 3 % of a 2-epoch fit. Nothing here
+calls torch, since they are drawn in a thread beside training (see ``ValidationPictures``).
 """
 
 import math
@@ -119,8 +120,8 @@ def matrix_picture(matrix: np.ndarray, epoch: int, names: Sequence[str]) -> Imag
         picture.paste("black", (middle - mask.width, top + side + 6), mask)
     picture.paste("black", (pad, top + (side - true_class.height) // 2), true_class)
     pen = ImageDraw.Draw(picture)
-    title = f"validation, epoch {epoch}: {int(matrix.sum())} samples"
-    pen.text((left + side / 2, pad), title, "black", font, "mt")
+    heading = f"validation, epoch {epoch}: {int(matrix.sum())} samples"
+    pen.text((left + side / 2, pad), heading, "black", font, "mt")
     pen.text((left + side / 2, picture.height - pad), "Predicted class", "black", font, "mb")
     if few:
         light = (lut[shade] * (0.299, 0.587, 0.114)).sum(axis=2) > 128

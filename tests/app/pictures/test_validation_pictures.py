@@ -2,7 +2,9 @@
 
 import io
 import math
+import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -334,3 +336,39 @@ def test_confusion_matrix_counts_the_samples_of_every_rank(mnist_root, tmp_path)
         matrix = torch.load(tmp_path / f"matrix-rank{rank}.pt", weights_only=True)
         assert matrix.sum() == VAL_SIZE
     assert_picture(tmp_path / "plots" / "confusion_matrix.png")
+
+
+def torch_calls_in(thread_prefix: str, calls: list[str]):
+    """A profile function that records the torch functions called in threads named ``thread_prefix*``."""
+
+    def profile(frame, event, arg):
+        if not threading.current_thread().name.startswith(thread_prefix):
+            return
+        if event == "call" and f"{os.sep}torch{os.sep}" in frame.f_code.co_filename:
+            calls.append(frame.f_code.co_qualname)
+        elif event == "c_call":
+            module = getattr(arg, "__module__", None) or ""
+            if module.startswith("torch") or isinstance(getattr(arg, "__self__", None), torch.Tensor):
+                calls.append(arg.__qualname__)
+
+    return profile
+
+
+def test_the_drawing_thread_calls_no_torch(mnist_root, tmp_path):
+    """A torch op in the drawing thread would start an OpenMP team of its own beside training's, and
+    with more OpenMP threads than cores training's epochs ran slower (see ValidationPictures)."""
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    calls: list[str] = []
+    threading.setprofile(torch_calls_in("validation-pictures", calls))
+    try:
+        control = threading.Thread(target=lambda: torch.ones(3).mul(2), name="validation-pictures-control")
+        control.start()
+        control.join()
+        assert calls, "the profile misses torch calls"
+        calls.clear()
+        fit(mnist_root, tmp_path, ValidationPictures(), logger=TensorBoardLogger(tmp_path, name="tb"))
+    finally:
+        threading.setprofile(None)
+    assert logged_images(tmp_path / "tb").keys() == {"val/confusion_matrix", "val/samples"}
+    assert not calls, sorted(set(calls))[:20]
