@@ -166,7 +166,8 @@ class ValidationPictures(Callback):
                     self.matrix_png = Path(path).read_bytes()  # confusion_matrix.png when fit ends
                 for logger in _picture_loggers(trainer):
                     if isinstance(logger, TensorBoardLogger):
-                        pixels = np.asarray(Image.open(path).convert("RGB"))
+                        with Image.open(path) as picture:
+                            pixels = np.asarray(picture.convert("RGB"))
                         logger.experiment.add_image(key, pixels, global_step=step, dataformats="HWC")
                     else:  # W&B copies the file into its run as it logs it
                         logger.log_image(key=key, images=[path], step=step)

@@ -102,9 +102,9 @@ def matrix_picture(matrix: np.ndarray, epoch: int, names: Sequence[str]) -> Imag
     cell = max(4, min(70, 1400 // n))
     font, small = ImageFont.truetype(FONT, 16), ImageFont.truetype(FONT, 12)
     ticks = _first(names, n) if few else [str(i) for i in range(n)]
-    shown = range(0, n, 1 if few else math.ceil(n / 20))
-    xs = {i: _text_mask(ticks[i], small, 45) for i in shown}
-    ys = {i: _text_mask(ticks[i], small, 25) for i in shown}
+    ticked = range(0, n, 1 if few else math.ceil(n / 20))
+    xs = {i: _text_mask(ticks[i], small, 45) for i in ticked}
+    ys = {i: _text_mask(ticks[i], small, 25) for i in ticked}
     true_class = _text_mask("True class", font, 90)
     left = pad + true_class.width + pad + max(m.width for m in ys.values()) + 6
     top, bottom = 3 * pad + 20, max(m.height for m in xs.values()) + 3 * pad + 28
@@ -113,7 +113,7 @@ def matrix_picture(matrix: np.ndarray, epoch: int, names: Sequence[str]) -> Imag
     lut = np.asarray(colormaps["viridis"](np.linspace(0, 1, 256))[:, :3] * 255).round().astype(np.uint8)
     shade = np.asarray(matrix, dtype=np.int64) * 255 // max(int(matrix.max()), 1)
     picture.paste(Image.fromarray(lut[shade]).resize((side, side), Image.Resampling.NEAREST), (left, top))
-    for i in shown:
+    for i in ticked:
         mask, middle = ys[i], top + i * cell + cell // 2
         picture.paste("black", (left - 6 - mask.width, middle - mask.height // 2), mask)
         mask, middle = xs[i], left + i * cell + cell // 2
