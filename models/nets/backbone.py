@@ -221,13 +221,16 @@ def _timm(
         if weights not in tags:
             raise ValueError(f"timm/{arch} has no weights {weights!r}; its weights: {', '.join(tags)}")
         name = f"{arch}.{weights}"
+    if TIMM + name in hub.failed_downloads:  # a second build of this run (see failed_downloads)
+        raise ValueError(hub.failed_downloads[TIMM + name])
     try:
         model = timm.create_model(name, pretrained=True, **sizes)
     except (OSError, RuntimeError, ValueError) as err:
-        raise ValueError(
+        hub.failed_downloads[TIMM + name] = (
             f"timm/{name} weights could not be loaded ({_brief(err)}); they come from the "
             "Hugging Face hub into its cache (HF_HOME): fill it on a machine with network, or pass a file"
-        ) from err
+        )
+        raise ValueError(hub.failed_downloads[TIMM + name]) from err
     config = timm.data.resolve_data_config({}, model=model)
     crop = config["input_size"][-1]
     resize = math.floor(crop / config["crop_pct"])

@@ -11,6 +11,9 @@ import torch.distributed as dist
 
 WAIT_S = 1800.0
 SUFFIXES = {".pt", ".pth", ".bin", ".ckpt", ".safetensors"}
+# jsonargparse builds a network again for each type of a Union (``Net | nn.Module``) when the first
+# raises; the errors of failed downloads, by URL or timm name, keep that build from trying again.
+failed_downloads: dict[str, str] = {}
 
 
 def local_rank() -> int:
@@ -36,12 +39,12 @@ def fetch(url: str) -> Path:
     path = cache_path(url)
     if path.exists():
         return path
-    reason = "local rank 0 could not download it"
-    if local_rank() == 0:
+    reason = failed_downloads.get(url, "local rank 0 could not download it")
+    if local_rank() == 0 and url not in failed_downloads:
         try:
             torch.hub.load_state_dict_from_url(url, map_location="cpu", check_hash=True, weights_only=True)
         except (OSError, RuntimeError) as err:
-            reason = f"download failed: {err}"
+            reason = failed_downloads[url] = f"download failed: {err}"
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
     elif local_rank() != 0:

@@ -125,6 +125,32 @@ def test_no_cached_file_and_no_download_names_the_file_and_the_folder(tmp_path, 
     assert "download failed" in message and "copy it into that folder" in message
 
 
+@pytest.mark.parametrize("source", ["torchvision", "timm"])
+def test_the_cli_tries_a_failing_download_once(source, tmp_path, monkeypatch, mnist_root):
+    """``--model.net`` is ``Net | nn.Module``: jsonargparse builds the network again for the second type
+    when the first raises. The download is not tried again (timm's retries take a minute each time
+    offline), and the user reads one error line."""
+    monkeypatch.setattr(hub, "failed_downloads", {})
+    if source == "torchvision":
+        monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+        monkeypatch.setattr(V1.value, "url", (tmp_path / "offline" / "resnet18-f37072fd.pth").as_uri())
+        module, function = torch.hub, "load_state_dict_from_url"
+        net, error = "resnet18", "error: no weights file resnet18-f37072fd.pth"
+    else:
+        module = pytest.importorskip("timm")
+        hf_constants = pytest.importorskip("huggingface_hub.constants")
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+        monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)  # no network, without the retries
+        function, net = "create_model", "timm/resnet18"
+        error = "error: timm/resnet18 weights could not be loaded"
+    tries, build = [], getattr(module, function)
+    monkeypatch.setattr(module, function, lambda *a, **k: tries.append(a) or build(*a, **k))
+    flags = ["--model.net=Backbone", f"--model.net.name={net}", "--model.net.weights=DEFAULT"]
+    done = run_app("fit", f"--data.root={mnist_root}", *flags, cwd=tmp_path / "run")
+    assert done.returncode != 0 and len(tries) == 1
+    assert done.stderr.strip().splitlines()[-1].startswith(error)
+
+
 def weights_source(folder: Path) -> tuple[str, dict[str, torch.Tensor]]:
     """A resnet18 file served at a ``file://`` URL whose name carries its sha256 prefix, as torch's do."""
     state = resnet18_state(seed=2)
