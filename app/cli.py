@@ -199,8 +199,8 @@ class CLI(LightningCLI):
                 f"fit: {type(self.datamodule).__name__} has no test split: fit ends without a test"
             )
         if self.tests_after_fit:
-            # Read the test split now, so that a mismatched one stops fit before training.
-            self.datamodule.setup("test")
+            # Not setup("test"): a split that prepare_data has yet to download is not there now.
+            provided(self.datamodule, "check_test_split", lambda: None)()
         # Settle the loggers' folders in this process: under ddp_spawn each launch (fit, then test)
         # would otherwise pick its own.
         for logger in self.trainer.loggers:

@@ -26,10 +26,14 @@ class ClassificationData(Protocol):
     def predict_id(self, index: int) -> int | str:
         """What names sample ``index`` of the predict set in predictions.csv."""
 
+    def check_test_split(self) -> None:
+        """Raise ``DataError`` where the test split does not fit the training split (an image folder's
+        test/ with other classes). Fit calls it before training; it must not need ``prepare_data``."""
+
 
 def provided(datamodule: Any, name: str, default: Any = None) -> Any:
     """``datamodule.NAME`` for a part of :class:`ClassificationData`, or ``default`` where it lacks it."""
-    if name not in ClassificationData.__annotations__ and name != "predict_id":
+    if name not in ClassificationData.__annotations__ and name not in ("predict_id", "check_test_split"):
         raise AttributeError(f"{name} is not part of ClassificationData")
     return getattr(datamodule, name, default)
 

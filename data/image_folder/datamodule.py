@@ -125,6 +125,10 @@ class ImageFolderDataModule(VisionDataModule):
             layout.check_test_classes(Path(self.root), self.classes)
         return self.folder("train" if train else "test")
 
+    def check_test_split(self) -> None:
+        if self.has_test_split:
+            layout.check_test_classes(Path(self.root), self.classes)
+
     @functools.cache  # noqa: B019 (one DataModule per run: its cache lives as long)
     def folder(self, split: str) -> photos.PhotoFolder:
         """The images of ``ROOT/split``, listed once."""

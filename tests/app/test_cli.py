@@ -1,9 +1,15 @@
 """``python -m app`` as users run it: a real subprocess on data in the real formats."""
 
+import gzip
+import hashlib
 import textwrap
+import threading
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from helpers.cli import ROOT, check, logged, run_app, run_folder
+from torchvision.datasets import MNIST
 
 PRESETS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").glob("*.yaml"))
 
@@ -89,6 +95,31 @@ def test_print_config_round_trips(tmp_path):
     second = run_app("fit", "--print_config", configs=(str(saved),), shrink=False, cwd=tmp_path)
     check(second)
     assert second.stdout == first.stdout and "lr: 0.2" in first.stdout and "val_size: 0.2" in first.stdout
+
+
+def test_fit_downloads_missing_data(mnist_root, tmp_path, monkeypatch):
+    """The default ``--data.download true``, through torchvision's own download code, from a mirror
+    on this machine that serves the gzipped files over HTTP (no network here); fit then trains and tests."""
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    resources = []
+    for raw in sorted((mnist_root / "MNIST" / "raw").iterdir()):
+        packed = mirror / f"{raw.name}.gz"
+        packed.write_bytes(gzip.compress(raw.read_bytes()))
+        resources.append((packed.name, hashlib.md5(packed.read_bytes()).hexdigest()))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=mirror))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    monkeypatch.setattr(MNIST, "mirrors", [f"http://127.0.0.1:{server.server_port}/"])
+    monkeypatch.setattr(MNIST, "resources", resources)
+    try:
+        check(run_app("fit", f"--data.root={tmp_path / 'fresh'}", cwd=tmp_path))
+    finally:
+        server.shutdown()
+    fetched = tmp_path / "fresh" / "MNIST" / "raw"
+    for raw in (mnist_root / "MNIST" / "raw").iterdir():
+        assert (fetched / raw.name).read_bytes() == raw.read_bytes()
+    assert "test/acc" in logged(run_folder(tmp_path))
 
 
 def test_missing_data_is_one_clear_line(tmp_path):
