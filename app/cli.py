@@ -258,6 +258,9 @@ def main(args: list[str] | None = None) -> None:
         )
     except USER_ERRORS as err:
         fail(str(err))
+    except FileNotFoundError as err:
+        # Raised by readers outside ours (a DataModule of yours, torchvision's): the path they name.
+        fail(f"{err.strerror}: {err.filename}" if err.filename else str(err))
     except RuntimeError as err:
         if not peer_gone(err):
             raise

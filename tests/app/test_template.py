@@ -140,6 +140,14 @@ def test_the_readme_data_set_example_reads_photos_of_any_size(tmp_path, monkeypa
     args = ["--data=my_data.MyData", f"--data.root={photos}", "--data.batch_size=8"]
     check(run_app("fit", *args, "--model.net=FastCNN", cwd=tmp_path))
     assert 0 <= logged(run_folder(tmp_path))["test/acc"][-1] <= 1
+    # A wrong --data.root: torchvision's ImageFolder raises FileNotFoundError, reported in one line.
+    args[1] = f"--data.root={tmp_path / 'nowhere'}"
+    missing = run_app("fit", *args, "--model.net=FastCNN", cwd=tmp_path)
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    assert (
+        missing.stderr.strip().splitlines()[-1]
+        == f"error: No such file or directory: {tmp_path}/nowhere/train"
+    )
 
 
 def test_a_new_preset_stacks_and_trains(mnist_root, tmp_path):
