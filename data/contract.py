@@ -31,9 +31,13 @@ class ClassificationData(Protocol):
         test/ with other classes). Fit calls it before training; it must not need ``prepare_data``."""
 
 
+# Its attributes and its methods.
+PARTS = {*ClassificationData.__annotations__, *(n for n in vars(ClassificationData) if not n.startswith("_"))}
+
+
 def provided(datamodule: Any, name: str, default: Any = None) -> Any:
     """``datamodule.NAME`` for a part of :class:`ClassificationData`, or ``default`` where it lacks it."""
-    if name not in ClassificationData.__annotations__ and name not in ("predict_id", "check_test_split"):
+    if name not in PARTS:
         raise AttributeError(f"{name} is not part of ClassificationData")
     return getattr(datamodule, name, default)
 

@@ -122,12 +122,11 @@ class ImageFolderDataModule(VisionDataModule):
 
     def load(self, train: bool) -> Dataset:
         if not train:
-            layout.check_test_classes(Path(self.root), self.classes)
+            self.check_test_split()
         return self.folder("train" if train else "test")
 
     def check_test_split(self) -> None:
-        if self.has_test_split:
-            layout.check_test_classes(Path(self.root), self.classes)
+        layout.check_test_classes(Path(self.root), self.classes)
 
     @functools.cache  # noqa: B019 (one DataModule per run: its cache lives as long)
     def folder(self, split: str) -> photos.PhotoFolder:
