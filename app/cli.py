@@ -5,24 +5,24 @@ import signal
 import sys
 from pathlib import Path
 
-from jsonargparse import ActionConfigFile
+import torch
+from jsonargparse import ActionConfigFile, ArgumentError
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.core.datamodule import LightningDataModule
-from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 import models
-from app import internals, process
+from app import process
 from app.callbacks.last_checkpoint import LastCheckpoint
 from app.callbacks.nan_stop import StopOnNonFiniteLoss
 from app.errors import USER_ERRORS, UsageError, fail, peer_gone
-from app.parser import Parser
+from app.parser import Parser, one_line
 from app.runs import folder
 from app.runs.checkpoints import check_checkpoint, check_fits, data_card, last_of
 from app.runs.config import RunConfig
-from app.runs.csv_logger import AppendingCSVLogger  # noqa: F401 (imported: --trainer.logger AppendingCSVLogger names it)
+from app.runs.csv_logger import AppendingCSVLogger  # noqa: F401 (so that --trainer.logger AppendingCSVLogger finds it)
 from app.trainer import Trainer
 from data import DataError
 from data.contract import card, provided
@@ -59,13 +59,12 @@ class CLI(LightningCLI):
                 raise Stopped(self.stopped_by(), last_of(run.folder)) from err
             raise
         finally:
-            for logger in self.trainer.loggers if hasattr(self, "trainer") else []:
-                if isinstance(logger, WandbLogger):
-                    # Left to wandb's exit hook, its closing lines reach a log file with their terminal
-                    # colour codes (the stream checks no longer work at interpreter exit).
-                    wandb_run = internals.started_wandb_run(logger)
-                    if wandb_run is not None:
-                        wandb_run.finish()
+            if "wandb" in sys.modules:
+                # Left to wandb's exit hook, its closing lines reach a log file with their terminal
+                # colour codes (the stream checks no longer work at interpreter exit).
+                sys.modules["wandb"].finish()
+        if self.trainer.fast_dev_run:
+            folder.discard(self.run)  # a smoke test of the code: nothing of it is kept
 
     def stopped_by(self) -> str:
         """The signal that stopped training: ``SIGINT`` where LastCheckpoint took a Ctrl-C for one."""
@@ -116,7 +115,14 @@ class CLI(LightningCLI):
             return self.saved_card["num_classes"]
 
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
-        super().parse_arguments(parser, args)
+        given = list(sys.argv[1:] if args is None else args)
+        config = folder.run_config(given)
+        if config is not None:  # read under the flags, as a default of the command's own
+            parser.subcommands_action.choices[given[0]].default_config_files = [str(DEFAULTS), str(config)]
+        try:
+            super().parse_arguments(parser, args)
+        except ArgumentError as err:
+            raise UsageError(one_line(str(err), given, parser)) from None
         # Lightning reads hyperparameters from --ckpt_path right after parsing: check the file first.
         subcommand = self.config.get("subcommand")
         ckpt = self.config[subcommand].get("ckpt_path") if subcommand else None
@@ -131,6 +137,10 @@ class CLI(LightningCLI):
                 "(or --untrained true for the model as built)"
             )
         self.run = folder.resolve(config)
+        self.save_config_kwargs["given"] = self.run.given
+        if self.subcommand == "fit" and "checkpoint" in config and config.checkpoint.monitor is None:
+            # Then it keeps the newest checkpoint, which the default name would call the best.
+            config.checkpoint.filename = config.checkpoint.filename.replace("best-", "latest-", 1)
         ckpt = config.get("ckpt_path")
         if ckpt and config.model.get("init_from"):
             # The checkpoint's weights replace every tensor anyway; its init_from file may be gone.
@@ -149,10 +159,7 @@ class CLI(LightningCLI):
             while isinstance(err.__cause__, ValueError):
                 err = err.__cause__
             raise UsageError(str(err)) from err
-        for note in self.run.notes:
-            rank_zero_info(note)
         follow_weights(self.model, self.datamodule)
-        internals.skip_unused_batch_hooks([self.model])  # the Trainer does so for its callbacks
 
     def instantiate_trainer(self, **kwargs) -> Trainer:
         try:
@@ -164,9 +171,6 @@ class CLI(LightningCLI):
         except (MisconfigurationException, ValueError, TypeError) as err:
             # Trainer flags this machine or launcher cannot honour: the user's to fix, not a bug.
             raise UsageError(str(err)) from err
-        for callback in trainer.callbacks:
-            if isinstance(callback, RunConfig):
-                callback.given = self.run.given
         return trainer
 
     def check_fits(self) -> None:
@@ -194,6 +198,7 @@ class CLI(LightningCLI):
 
     def before_fit(self) -> None:
         self.check_fits()
+        check_monitored(self.trainer.callbacks, getattr(self.model, "monitorable", None))
         if self.config.fit.test_after_fit and not self.tests_after_fit:
             rank_zero_info(
                 f"fit: {type(self.datamodule).__name__} has no test split: fit ends without a test"
@@ -207,6 +212,11 @@ class CLI(LightningCLI):
             _ = logger.version
         trainer, model = self.trainer, self.model
         model.data_card = card(self.datamodule)  # a resume's checkpoint brings its own
+        channels, size = provided(self.datamodule, "in_channels"), provided(self.datamodule, "image_size")
+        if model.example_input_array is None and channels and size and not model.hparams.get("compile"):
+            # One image: the model summary then shows each layer's output size and the FLOPs (a compiled
+            # network would compile for it).
+            model.example_input_array = torch.zeros(1, channels, size, size)
         world = trainer.world_size
         device = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()
         batch = provided(self.datamodule, "batch_size")
@@ -221,6 +231,8 @@ class CLI(LightningCLI):
         best = self.trainer.checkpoint_callback
         if best is not None and best.best_model_score is not None:
             summary.append(f"best {best.monitor} {best.best_model_score:.4f}")
+        elif best is not None and best.best_model_path:
+            summary.append(f"latest checkpoint {Path(best.best_model_path).name} (no --checkpoint.monitor)")
         if self.tests_after_fit and not self.trainer.interrupted:
             ckpt = best.best_model_path if best is not None and best.best_model_path else "last"
             results = self.trainer.test(
@@ -240,11 +252,6 @@ def main(args: list[str] | None = None) -> None:
     process.prepare()
     defaults = {"default_config_files": [str(DEFAULTS)]}
     try:
-        if args is None:
-            # Through sys.argv, which Lightning's ddp launcher passes on to the ranks it starts.
-            sys.argv[1:] = folder.with_run_config(sys.argv[1:])
-        else:
-            args = folder.with_run_config(args)
         CLI(
             models.ImageClassifier,
             LightningDataModule,
@@ -288,6 +295,18 @@ def follow_weights(model: object, datamodule: object) -> None:
     if preprocessing is not None and hasattr(datamodule, "follow_weights"):
         p = preprocessing
         datamodule.follow_weights(p.resize_size, p.crop_size, p.mean, p.std)
+
+
+def check_monitored(callbacks: list, monitorable: list[str] | None) -> None:
+    """Raise a one-line :class:`UsageError` where a callback monitors a key the model never logs
+    (``monitorable``: the keys it logs; None where the model does not say)."""
+    for callback in callbacks:
+        key = getattr(callback, "monitor", None)
+        if monitorable is not None and key is not None and key not in monitorable:
+            flag = (
+                "--checkpoint.monitor" if isinstance(callback, ModelCheckpoint) else type(callback).__name__
+            )
+            raise UsageError(f"{flag} {key} is never logged; the model logs {', '.join(monitorable)}")
 
 
 def without_ckpt_path(args: list[str]) -> list[str]:

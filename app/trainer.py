@@ -1,5 +1,4 @@
-"""The Trainer the CLI builds: Lightning's, with additions that show in ``--print_config``, and
-callbacks that cost nothing at the batches they do nothing at."""
+"""The Trainer the CLI builds: Lightning's, with additions that show in ``--print_config``."""
 
 from pathlib import Path
 from typing import Any, Literal
@@ -12,16 +11,12 @@ from lightning.pytorch.callbacks import ModelCheckpoint, ModelSummary, ProgressB
 from app import export
 from app.callbacks.last_checkpoint import LastCheckpoint
 from app.distributed.sync_batchnorm import SyncBatchNormPlugin
-from app.internals import skip_unused_batch_hooks
 from app.runs import folder
 from data.contract import provided
 
 
 class Trainer(lightning.Trainer):
     """Lightning's Trainer, plus ``collective_timeout``, SyncBatchNorm on CPU and ``export``.
-
-    Its callbacks' batch hooks that do nothing are not called (:func:`skip_unused_batch_hooks`; the CLI
-    does the same for the model).
 
     A few of Lightning's arguments are restated with the range they need, which the parser checks:
     outside it Lightning fails with a traceback mid-run, or trains wrongly without a word. A flag that
@@ -68,7 +63,7 @@ class Trainer(lightning.Trainer):
         if sync_batchnorm:
             # Lightning's own layer sync is torch's SyncBatchNorm, which refuses CPU tensors.
             kwargs["plugins"] = [*_as_list(kwargs.get("plugins")), SyncBatchNormPlugin()]
-        self.collective_timeout = collective_timeout
+        self.collective_timeout, self.sync_batchnorm = collective_timeout, sync_batchnorm
         super().__init__(
             *args,
             sync_batchnorm=sync_batchnorm,
@@ -78,7 +73,10 @@ class Trainer(lightning.Trainer):
             gradient_clip_val=gradient_clip_val,
             **kwargs,
         )
-        skip_unused_batch_hooks(self.callbacks)
+        # A strategy's own check of the flags, now rather than when fit starts (``--trainer.strategy dp``).
+        check_flags = getattr(self.strategy, "check_flags", None)
+        if check_flags is not None:
+            check_flags(self)
 
     def export(
         self,

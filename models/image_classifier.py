@@ -110,6 +110,7 @@ class ImageClassifier(LightningModule):
         # What a ReduceLROnPlateau schedule can watch: the metrics logged at validation.
         logged = ["val/loss", "val/acc", *self.val_scores.keys()]
         optimization.try_out(self.optimizer, self.scheduler, scheduler_monitor, logged)
+        self.monitorable = ["train/loss", *logged]  # what a callback (the best checkpoint's) can monitor
         if isinstance(class_weights, list) and len(class_weights) != num_classes:
             raise ModelError(
                 f"--model.class_weights has {len(class_weights)} weights, the data has {num_classes} "

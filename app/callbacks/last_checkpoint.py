@@ -45,7 +45,7 @@ class LastCheckpoint(Callback):
         self.stopped_by: str | None = None
 
     def save(self, trainer: Trainer) -> None:
-        if trainer.sanity_checking or trainer.global_step == self.saved_at:
+        if trainer.sanity_checking or trainer.fast_dev_run or trainer.global_step == self.saved_at:
             return
         trainer.save_checkpoint(last_of(trainer.default_root_dir), weights_only=False)
         self.saved_at = trainer.global_step

@@ -10,8 +10,6 @@ from torch import Tensor, nn
 from torch.distributed.nn.functional import all_reduce
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from app.internals import BatchNormXd
-
 
 class CPUSyncBatchNorm(_BatchNorm):
     """BatchNorm over the global batch of all processes, on CPU (gloo) as well as on CUDA.
@@ -66,6 +64,13 @@ class CPUSyncBatchNorm(_BatchNorm):
         if self.bias is not None:
             y = y + self.bias.view(shape)
         return y.to(input.dtype)
+
+
+class BatchNormXd(_BatchNorm):
+    """BatchNorm of any input dimension: what a synchronized layer of unknown origin reverts to."""
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        pass
 
 
 class SyncBatchNormPlugin(TorchSyncBatchNorm):

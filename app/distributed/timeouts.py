@@ -6,6 +6,8 @@ from typing import Any
 import torch.distributed as dist
 from lightning import Callback, LightningModule, Trainer
 
+from app.internals import set_collective_timeout
+
 
 class CollectiveTimeout(Callback):
     """After the first training step, a rank waits ``--trainer.collective_timeout`` seconds for the others.
@@ -30,7 +32,5 @@ class CollectiveTimeout(Callback):
     ) -> None:
         if self.pending is None:
             return
-        # torch.distributed.set_timeout is public from torch 2.14 on; older releases have it private.
-        set_timeout = getattr(dist, "set_timeout", None) or dist.distributed_c10d._set_pg_timeout
-        set_timeout(self.pending)
+        set_collective_timeout(self.pending)
         self.pending = None

@@ -11,11 +11,9 @@ import logging
 from typing import Any
 
 import torch
-from lightning.pytorch.strategies import StrategyRegistry
+from lightning.pytorch.strategies import ParallelStrategy, StrategyRegistry
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from torch import Tensor, nn
-
-from app.internals import ChecksFlagsWhenBuilt, layer_sync
 
 
 class _OwnForward(nn.Module):
@@ -29,7 +27,7 @@ class _OwnForward(nn.Module):
         return type(self.module).forward(self.module, *args, **kwargs)
 
 
-class DataParallelStrategy(ChecksFlagsWhenBuilt):
+class DataParallelStrategy(ParallelStrategy):
     """One process driving every visible GPU with :class:`torch.nn.DataParallel`.
 
     The LightningModule itself stays unwrapped (its checkpoints have no ``module.`` prefixes
@@ -55,9 +53,10 @@ class DataParallelStrategy(ChecksFlagsWhenBuilt):
     def _replicates(self) -> bool:
         return self.root_device.type == "cuda" and len(self.parallel_devices) > 1
 
-    def check_flags(self) -> None:
-        """Refuse ``sync_batchnorm``; warn where DataParallel has one device only."""
-        if layer_sync(self) is not None:
+    def check_flags(self, trainer: Any) -> None:
+        """Refuse ``sync_batchnorm``; warn where DataParallel has one device only (the Trainer calls it
+        once it is built, before any work)."""
+        if getattr(trainer, "sync_batchnorm", False):
             raise MisconfigurationException(
                 "`strategy='dp'` runs one process, so `sync_batchnorm=True` has nothing to sync with:"
                 " drop sync_batchnorm, or use strategy ddp for synchronized BatchNorm."

@@ -40,9 +40,13 @@ class RunConfig(SaveConfigCallback):
     evaluation (validate/test/predict) of a run keeps the training config already there.
     """
 
-    given: dict[str, Any] = {}  # noqa: RUF012 (set per instance by the CLI)
+    def __init__(self, *args: Any, given: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.given = given or {}
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if trainer.fast_dev_run:
+            return  # a smoke test of the code leaves no run folder
         if stage != "fit" and (Path(trainer.default_root_dir) / self.config_filename).is_file():
             return
         self.config = self.config.clone()

@@ -1,20 +1,37 @@
 """Lightning's CSVLogger, made to append: a resumed run keeps the metrics it logged before."""
 
+import csv
+import io
+import warnings
+from pathlib import Path
+from typing import Any
+
 from lightning.fabric.loggers.logger import rank_zero_experiment
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
-
-from app import internals
 
 
 class AppendingCSVLogger(CSVLogger):
     """Writes ``metrics.csv`` like Lightning's CSVLogger; an existing file is added to, not replaced.
 
-    Every command on a run (a resume, a test of its checkpoint) logs into that run's folder: with
-    Lightning's ``CSVLogger`` each one would start the file afresh.
+    Every command on a run (a resume, a test of its checkpoint) logs into that run's folder. Lightning's
+    writer deletes the file it finds there when it is made: its rows are put back, and its columns told.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.writer_made = False
 
     @property
     @rank_zero_experiment
     def experiment(self) -> ExperimentWriter:
-        return internals.appending_csv_writer(self)
+        path = Path(self.log_dir) / ExperimentWriter.NAME_METRICS_FILE
+        before = path.read_text() if not self.writer_made and path.is_file() else None
+        with warnings.catch_warnings():  # that the file will be deleted: not so here
+            warnings.simplefilter("ignore")
+            writer = super().experiment
+        self.writer_made = True
+        if before:
+            path.write_text(before)
+            writer.metrics_keys = next(csv.reader(io.StringIO(before)))
+        return writer

@@ -108,13 +108,11 @@ class Run:
         created: claimed by this command (and removed again if it fails before training starts).
         given: the config values :func:`resolve` filled in, as the user gave them: ``config.yaml`` keeps
             these, so that re-running it starts a new run rather than writing into this one.
-        notes: lines for the user once the run's classes are built (where W&B keeps an offline run).
     """
 
     folder: Path
     created: bool
     given: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
 
 
 def resolve(config) -> Run:
@@ -158,8 +156,8 @@ def resolve(config) -> Run:
     if "checkpoint" in config:
         given["checkpoint.dirpath"] = config.checkpoint.dirpath
         config.checkpoint.dirpath = str(folder_of(run))
-    notes = loggers.configure(config.trainer.get("logger"), run, name, rank_zero)
-    return Run(run, created and rank_zero, given, notes)
+    loggers.configure(config.trainer.get("logger"), run)
+    return Run(run, created and rank_zero, given)
 
 
 _held: dict[Path, IO[str]] = {}  # the run folders this process writes, and their open lock files
@@ -209,22 +207,21 @@ def discard(run: Run) -> None:
         shutil.rmtree(run.folder, ignore_errors=True)
 
 
-def with_run_config(args: list[str]) -> list[str]:
-    """``validate|test|predict --ckpt_path RUN/checkpoints/X.ckpt`` also reads ``RUN/config.yaml``.
-
-    So a checkpoint is evaluated with the network and data it was trained with; a ``--config``
-    of the user's own turns this off.
+def run_config(args: list[str]) -> Path | None:
+    """The ``RUN/config.yaml`` that ``validate|test|predict|export --ckpt_path RUN/checkpoints/X.ckpt``
+    reads before the flags, so a checkpoint meets the network and data it was trained with; None for
+    other commands, or where a ``--config`` of the user's own is given.
     """
     if not args or args[0] not in ("validate", "test", "predict", "export"):
-        return args
+        return None
     if any(arg in ("-c", "--config") or arg.startswith("--config=") for arg in args):
-        return args
+        return None
     paths = [b for a, b in itertools.pairwise(args) if a == "--ckpt_path"]
     paths += [arg.split("=", 1)[1] for arg in args if arg.startswith("--ckpt_path=")]
     run = run_of(Path(paths[-1])) if paths and paths[-1] != "last" else None
     config = run / "config.yaml" if run else None
     if not (config and config.is_file()):
-        return args
+        return None
     try:
         yaml.safe_load(config.read_text())
     except (yaml.YAMLError, UnicodeDecodeError) as err:
@@ -234,4 +231,4 @@ def with_run_config(args: list[str]) -> list[str]:
             f"{config}, the run config of --ckpt_path {paths[-1]}, is not readable YAML{line}: fix it, or "
             "pass the network and data flags yourself with --config FILE"
         ) from None
-    return [args[0], f"--config={config}", *args[1:]]
+    return config

@@ -1,5 +1,6 @@
 """What the Trainer runs is what the config shows; a user's list changes it; the guarantees stay."""
 
+import importlib
 import json
 
 import torch
@@ -38,10 +39,17 @@ def test_print_config_lists_every_callback_and_plugin_the_trainer_runs(mnist_roo
         "app.runs.config.RunConfig",  # RUN/config.yaml itself
         "helpers.trainer_probe.TrainerProbe",
     }
-    assert set(ran["callbacks"]) == set(listed) | forced
+    assert set(ran["callbacks"]) == {qualified(path) for path in listed} | forced
     assert ran["checkpoint_io"] in plugins
     saved = yaml.safe_load((run_folder(tmp_path) / "config.yaml").read_text())
     assert [c["class_path"] for c in saved["trainer"]["callbacks"]][: len(listed)] == listed
+
+
+def qualified(class_path: str) -> str:
+    """``module.Class`` of the class that ``class_path`` (perhaps a package's re-export) names."""
+    module, _, name = class_path.rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def test_a_yaml_list_removes_a_default_callback(mnist_root, tmp_path):

@@ -16,7 +16,7 @@ def test_print_config_names_the_logger_class_that_runs(tmp_path):
     }
 
 
-def test_lightnings_csv_logger_starts_metrics_afresh_on_resume_and_says_so(mnist_root, tmp_path):
+def test_lightnings_csv_logger_starts_metrics_afresh_on_resume(mnist_root, tmp_path):
     args = [f"--data.root={mnist_root}", "--test_after_fit=false", "--trainer.logger=CSVLogger"]
     check(run_app("fit", *args, cwd=tmp_path))
     run = run_folder(tmp_path)
@@ -26,6 +26,5 @@ def test_lightnings_csv_logger_starts_metrics_afresh_on_resume_and_says_so(mnist
     before = (run / "metrics.csv").read_text().splitlines()
     resumed = run_app("fit", *args, "--trainer.max_epochs=2", "--ckpt_path=last", cwd=tmp_path)
     check(resumed)
-    assert f"Lightning's CSVLogger starts {run.relative_to(tmp_path)}/metrics.csv afresh" in resumed.stderr
     after = (run / "metrics.csv").read_text().splitlines()
     assert not set(before[1:]) & set(after[1:])  # the first run's rows are gone
