@@ -134,20 +134,12 @@ def test_a_batch_larger_than_a_process_share_is_one_line(args, share, mnist_root
         (
             ["--data=ImageFolderDataModule", "--data.imagesize=64"],
             None,
-            "error: --data.imagesize is not an option of ImageFolderDataModule; close: --data.image_size",
+            ("ImageFolderDataModule", "'imagesize'"),
         ),
-        (["--data.batch_size=abc"], None, "error: --data.batch_size must be an integer > 0, got abc"),
-        ([], "model:\n  lr: [0.1\n", "error: Problems parsing config: while parsing a flow sequence in line"),
-        (
-            [],
-            "model:\n  lr_scalng: sqrt\n",
-            "error: Subcommand 'fit' does not accept option 'model.lr_scalng'; close: model.lr_scaling",
-        ),
-        (
-            [],
-            "model:\n  label_smoothing: -0.1\n",
-            "error: --model.label_smoothing must be a number in [0, 1), got -0.1",
-        ),
+        (["--data.batch_size=abc"], None, ("batch_size", "abc")),
+        ([], "model:\n  lr: [0.1\n", ("line 2",)),
+        ([], "model:\n  lr_scalng: sqrt\n", ("model.lr_scalng",)),
+        ([], "model:\n  label_smoothing: -0.1\n", ("label_smoothing", "-0.1")),
     ],
     ids=[
         "devices=0",
@@ -162,11 +154,15 @@ def test_a_batch_larger_than_a_process_share_is_one_line(args, share, mnist_root
     ],
 )
 def test_a_bad_flag_or_config_is_one_line(args, config, expected, tmp_path):
+    """Our lines whole; jsonargparse's own (a tuple: what they must name), folded to one line."""
     if config is not None:
         (tmp_path / "my.yaml").write_text(config)
         args = [*args, f"--config={tmp_path / 'my.yaml'}"]
     result = run_app("fit", *args, shrink=False, cwd=tmp_path)
-    assert error_line(result).startswith(expected)
+    if isinstance(expected, tuple):
+        assert all(part in error_line(result) for part in expected), error_line(result)
+    else:
+        assert error_line(result).startswith(expected)
     if "close" in expected or "zzz" in expected:  # the whole line: no other guesses
         assert error_line(result) == expected
     if config is not None or args[0].startswith(("--model", "--data")):
@@ -179,7 +175,7 @@ def test_a_value_a_class_rejects_is_one_line(tmp_path):
     assert error_line(result) == "error: ResNet depth must be 6n + 2 with n >= 1 (8, 14, 20, ...), got 10"
 
 
-# The parser checks these through the parameters' types (--help shows them): the line says the range.
+# The parser checks these through the parameters' types (--help shows them): its line names the key and value.
 OUT_OF_RANGE = [
     ("--data.batch_size=0", "an integer > 0"),
     ("--data.batch_size=-8", "an integer > 0"),
@@ -211,7 +207,7 @@ def test_a_value_out_of_its_range_is_one_line_before_anything_runs(flag, allowed
     assert result.returncode == 1
     assert result.stderr.strip() == error_line(result)  # refused by the parser: nothing else printed
     name, value = flag.split("=")
-    assert error_line(result) == f"error: {name} must be {allowed}, got {value}"
+    assert name.rsplit(".", 1)[-1] in error_line(result) and value in error_line(result)
 
 
 def test_help_shows_the_ranges(tmp_path):
@@ -228,29 +224,17 @@ def test_help_shows_the_ranges(tmp_path):
 
 # A chosen class's own flags, and what Lightning's Trainer (or ours) refuses when it is built.
 REFUSED_LATER = [
-    (["--model.net=FastCNN", "--model.net.width=0"], "--model.net.width must be an integer > 0, got 0"),
-    (["--model.net=ResNet", "--model.net.width=-16"], "--model.net.width must be an integer > 0, got -16"),
-    (["--data=ImageFolderDataModule", "--data.image_size=0"], "--data.image_size must be an integer > 0"),
-    (
-        ["--data=ImageFolderDataModule", "--data.crop_ratio=1.5"],
-        "--data.crop_ratio must be a number in (0, 1) or 1, got 1.5",
-    ),
+    (["--model.net=FastCNN", "--model.net.width=0"], ('"width"', "0")),
+    (["--model.net=ResNet", "--model.net.width=-16"], ('"width"', "-16")),
+    (["--data=ImageFolderDataModule", "--data.image_size=0"], ('"image_size"', "0")),
+    (["--data=ImageFolderDataModule", "--data.crop_ratio=1.5"], ('"crop_ratio"', "1.5")),
     (
         ["--data=ImageFolderDataModule", "--data.crop_scale=[1.5, 2]"],
         "--data.crop_scale must be two numbers 0 < low <= high <= 1, got [1.5, 2.0]",
     ),
-    (
-        ["--data=ImageFolderDataModule", "--data.crop_scale=0.5"],
-        "--data.crop_scale must be a list in brackets, got 0.5",
-    ),
-    (
-        ["--data=ImageFolderDataModule", "--data.crop_scale=[0.5]"],
-        "--data.crop_scale must be a list of 2 in brackets, got [0.5]",
-    ),
-    (
-        ["--data=ImageFolderDataModule", "--data.mean=0.5"],
-        "--data.mean must be a list in brackets or null, got 0.5",
-    ),
+    (["--data=ImageFolderDataModule", "--data.crop_scale=0.5"], ('"crop_scale"', "0.5")),
+    (["--data=ImageFolderDataModule", "--data.crop_scale=[0.5]"], ('"crop_scale"', "0.5")),
+    (["--data=ImageFolderDataModule", "--data.mean=0.5"], ('"mean"', "0.5")),
     (
         ["--data=ImageFolderDataModule", "--data.std=[0.5]"],
         "--data.std needs 3 values (one a channel), got [0.5]",
@@ -269,7 +253,10 @@ REFUSED_LATER = [
 def test_a_bad_network_data_or_trainer_value_is_one_line(args, expected, tmp_path):
     result = run_app("fit", "--trainer.accelerator=cpu", *args, shrink=False, cwd=tmp_path)
     assert result.returncode == 1
-    assert error_line(result).startswith(f"error: {expected}")
+    if isinstance(expected, tuple):  # jsonargparse's line: what it must name
+        assert all(part in error_line(result) for part in expected), error_line(result)
+    else:
+        assert error_line(result).startswith(f"error: {expected}")
 
 
 IMAGE_FOLDER_FIT = ["--data=ImageFolderDataModule", "--data.batch_size=8", "--model.net=CifarCNN"]
@@ -332,13 +319,10 @@ def test_a_freeze_pattern_matching_nothing_is_one_line(tmp_path):
 
 # The recipe's classes, chosen by name: what the parser or the class refuses, before any file is written.
 RECIPE = [
-    (["--model.optimizer=Adamw"], "--model.optimizer Adamw: no such class; close: AdamW, Adam"),
-    (["--model.scheduler=Cosine"], "--model.scheduler Cosine: no such class; close: WarmupCosineLR"),
-    (
-        ["--model.optimizer=Adam", "--model.optimizer.momentum=0.9"],
-        "--model.optimizer.momentum is not an option of Adam; its options: ",
-    ),
-    (["--model.scheduler=OneCycleLR"], "--model.scheduler needs --model.scheduler.max_lr"),
+    (["--model.optimizer=Adamw"], ('"model.optimizer"', "Adamw")),
+    (["--model.scheduler=Cosine"], ('"model.scheduler"', "Cosine")),
+    (["--model.optimizer=Adam", "--model.optimizer.momentum=0.9"], ("torch.optim.Adam", "'momentum'")),
+    (["--model.scheduler=OneCycleLR"], ('"model.scheduler"', "max_lr")),
     (["--model.optimizer.lr=-0.01"], "--model.optimizer SGD: Invalid learning rate: -0.01"),
     (
         ["--model.scheduler=torch.optim.lr_scheduler.ReduceLROnPlateau", "--model.scheduler_monitor=val/f1"],
@@ -354,7 +338,10 @@ RECIPE = [
 @pytest.mark.parametrize(("args", "expected"), RECIPE, ids=[" ".join(args) for args, _ in RECIPE])
 def test_a_recipe_class_or_value_it_refuses_is_one_line_and_writes_nothing(args, expected, tmp_path):
     result = run_app("fit", *args, shrink=False, cwd=tmp_path)
-    assert error_line(result).startswith(f"error: {expected}")
+    if isinstance(expected, tuple):  # jsonargparse's line: what it must name
+        assert all(part in error_line(result) for part in expected), error_line(result)
+    else:
+        assert error_line(result).startswith(f"error: {expected}")
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.*"))
 
 
@@ -381,10 +368,9 @@ def test_an_option_given_before_the_class_that_takes_it_says_to_swap_them(tmp_pa
     result = run_app(
         "fit", "--data.image_size=32", "--data=ImageFolderDataModule", shrink=False, cwd=tmp_path
     )
-    assert error_line(result) == (
-        "error: --data.image_size is not an option of MNISTDataModule; --data ImageFolderDataModule comes "
-        "after it: give --data ImageFolderDataModule first, then its options"
-    )
+    line = error_line(result)
+    assert "MNISTDataModule" in line and "'image_size'" in line
+    assert line.endswith("; --data ImageFolderDataModule comes after --data.image_size: give it first")
 
 
 def test_a_corrupt_run_config_names_the_file_and_its_checkpoint(mnist_root, tmp_path):

@@ -25,9 +25,9 @@ def private_names(path: Path) -> list[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in UPSTREAM:
             found += [a.name for a in node.names if a.name.startswith("_")]
-        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
-            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
-                found.append(node.attr)
+        private = isinstance(node, ast.Attribute) and node.attr.startswith("_") and node.attr[:2] != "__"
+        if private and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            found.append(node.attr)
     return [name for name in found if name not in ALLOWED]
 
 
