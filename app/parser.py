@@ -53,10 +53,12 @@ def one_line(message: str, given: list[str], parser: Parser) -> str:
     # Every key a config of this subcommand can set, class options without their ``init_args`` level.
     known = {key.replace(".init_args.", ".") for key in actions.choices[subcommand].get_defaults().keys()}  # noqa: SIM118 (Namespace: no __iter__)
     known |= {key.rsplit(".", 1)[0] for key in known}
-    close, keys = [], [arg.removeprefix("--").split("=", 1)[0] for arg in given]
+    close, keys = [], [arg.removeprefix("--").split("=", 1)[0].removesuffix("+") for arg in given]
     for arg, key in zip(given, keys, strict=True):
         if arg.startswith("--") and key not in known:
-            close += difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.8)
+            close += [
+                k for k in difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.8) if k not in close
+            ]
     line = " ".join(message.split()) + (f"; close: {', '.join('--' + k for k in close)}" if close else "")
     for switched in SWITCHED_CLASSES:
         # An option of the class a later flag chooses is read for the class chosen so far.

@@ -14,7 +14,11 @@ DEBUG = ["configs/debug/fast_dev_run.yaml", "configs/debug/limit_batches.yaml", 
 def test_each_debug_preset_stacks_on_a_preset_and_runs(preset, mnist_root, tmp_path):
     args = [f"--data.root={mnist_root}", "--data.val_size=0.2", "--data.num_workers=0"]
     args += ["--trainer.logger=CSVLogger", "--trainer.enable_progress_bar=false"]
-    check(run_app("fit", *args, configs=("configs/mnist.yaml", preset), shrink=False, cwd=tmp_path))
+    result = run_app("fit", *args, configs=("configs/mnist.yaml", preset), shrink=False, cwd=tmp_path)
+    check(result)
+    if preset.endswith("fast_dev_run.yaml"):  # a smoke test of the code: no run folder, no checkpoint
+        assert "Running in `fast_dev_run` mode" in result.stderr + result.stdout  # it ran as one
+        assert not list(tmp_path.glob("runs/*/version_*"))
     if preset.endswith("profile.yaml"):
         report = (run_folder(tmp_path) / "fit-profile.txt").read_text()
         assert "run_training_epoch" in report

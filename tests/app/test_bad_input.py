@@ -364,6 +364,27 @@ def test_balanced_sampling_of_a_data_set_without_targets_is_one_line(mnist_root,
     )
 
 
+EARLY_STOP = '--trainer.callbacks+={"class_path": "EarlyStopping", "init_args": {"monitor": "val/f1"}}'
+
+
+@pytest.mark.parametrize(
+    ("flag", "named"),
+    [
+        ("--checkpoint.monitor=val/accuracy", "--checkpoint.monitor val/accuracy"),
+        (EARLY_STOP, "EarlyStopping val/f1"),
+    ],
+)
+def test_a_monitored_key_the_model_never_logs_is_one_line_before_training(flag, named, mnist_root, tmp_path):
+    spy = callback("helpers.stops.SlowSteps", seconds=0, started=str(tmp_path / "spy"))
+    line = error_line(run_app("fit", flag, f"--data.root={mnist_root}", spy, cwd=tmp_path))
+    assert line == (
+        f"error: {named} is never logged; the model logs train/loss, val/loss, val/acc, val/acc_top5, "
+        "val/f1_macro, val/precision_macro, val/recall_macro"
+    )
+    assert not (tmp_path / "spy").exists()  # not one training step ran
+    assert not list(tmp_path.glob("runs/*/version_*"))  # and the start left no run folder
+
+
 def test_an_option_given_before_the_class_that_takes_it_says_to_swap_them(tmp_path):
     result = run_app(
         "fit", "--data.image_size=32", "--data=ImageFolderDataModule", shrink=False, cwd=tmp_path

@@ -199,3 +199,12 @@ def test_switching_the_class_gives_its_own_defaults(tmp_path, monkeypatch):
         check(result)
         assert f"width: {width}\n" in result.stdout and "batch_size: 7\n" in result.stdout
         assert "val_size: 0.1" in result.stdout
+
+
+def test_without_a_monitor_the_kept_checkpoint_and_the_last_line_say_it_is_the_latest(mnist_root, tmp_path):
+    result = run_app("fit", f"--data.root={mnist_root}", "--checkpoint.monitor=null", cwd=tmp_path)
+    check(result)
+    (kept,) = (run_folder(tmp_path) / "checkpoints").glob("latest-*.ckpt")
+    assert kept.name == "latest-epoch00-step4.ckpt"
+    done = result.stderr.strip().splitlines()[-1]
+    assert done.startswith(f"done: latest checkpoint {kept.name} (no --checkpoint.monitor), test/acc ")
