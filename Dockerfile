@@ -1,7 +1,7 @@
 # Training image: CUDA PyTorch with the project installed; `docker run IMAGE fit --config ...`.
 # Multi-GPU: docker run --gpus all --ipc=host -v "$PWD/datasets:/app/datasets" -v "$PWD/runs:/app/runs" IMAGE ...
 # Another CUDA or torch: docker build --build-arg BASE=pytorch/pytorch:<tag> .
-ARG BASE=pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
+ARG BASE=pytorch/pytorch:2.14.1-cuda13.0-cudnn9-runtime
 FROM ${BASE}
 
 # TORCH_DISABLE_SHARE_RDZV_TCP_STORE: so `--entrypoint torchrun --max-restarts N` can restart workers (README).

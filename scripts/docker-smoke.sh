@@ -27,7 +27,7 @@ PYTHON=${PYTHON:-.venv/bin/python}
 STORAGE_DRIVER=${STORAGE_DRIVER:-overlay}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 FASHION_MNIST=/usr/share/datasets/fashion-mnist
-# ARG BASE=pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime -> 2.5.1
+# ARG BASE=pytorch/pytorch:2.14.1-cuda13.0-cudnn9-runtime -> 2.14.1
 TORCH=${TORCH:-$(sed -n 's|^ARG BASE=pytorch/pytorch:\([0-9.]*\)-.*|\1|p' Dockerfile)}
 # Tagged with its recipe: a change to scripts/docker-smoke-base.Dockerfile builds a new one.
 BASE=localhost/cnn-template-base:torch-$TORCH-$(sha256sum scripts/docker-smoke-base.Dockerfile | cut -c1-8)
@@ -97,7 +97,7 @@ base_torch=$(buildah run --isolation chroot "$base_ctr" -- python -c "$torch_ver
 image_torch=$(run python -c "$torch_version")
 echo "torch: base $base_torch, image $image_torch"
 [ "$base_torch" = "$image_torch" ] || fail "pip install . replaced the base's torch"
-run python -c 'from data.photos import jpeg_decoder; print("torchcodec:", "loads" if jpeg_decoder() else "falls back to PIL")'
+run python -c 'from data.image_folder.photos import jpeg_decoder; print("torchcodec:", "loads" if jpeg_decoder() else "falls back to PIL")'
 uid=$(run id -u)
 echo "user: uid $uid"
 [ "$uid" != 0 ] || fail "the image runs as root"
