@@ -124,17 +124,15 @@ def test_files_added_to_the_packages_train_by_path_or_once_imported_by_short_nam
     assert all(f"class_path: {path}\n" in config for path in paths)
 
 
-def readme_example(file: str) -> str:
-    """The README's code block that starts with ``# FILE``, as it is printed there."""
-    text = (ROOT / "README.md").read_text()
-    block = text.split(f"# {file}\n", 1)[1].split("```", 1)[0]
-    return textwrap.dedent(block)
+def example(file: str) -> str:
+    """``docs/examples/FILE``: an example the README shows."""
+    return (ROOT / "docs" / "examples" / file).read_text()
 
 
 def test_the_readme_data_set_example_reads_photos_of_any_size(tmp_path, monkeypatch):
-    # The README's MyData word for word (5 classes at 64 px) over photos of mixed sizes and modes.
+    # docs/examples/my_data.py (5 classes at 64 px) over photos of mixed sizes and modes.
     photos = write_photo_folder(tmp_path / "photos", classes=5, per_class=4)
-    write(tmp_path / "src" / "my_data.py", readme_example("data/my_data.py"))
+    write(tmp_path / "src" / "my_data.py", example("my_data.py"))
     monkeypatch.syspath_prepend(tmp_path / "src")
     monkeypatch.delitem(sys.modules, "my_data", raising=False)
     args = ["--data=my_data.MyData", f"--data.root={photos}", "--data.batch_size=8"]
@@ -178,7 +176,7 @@ def test_a_new_preset_stacks_and_trains(mnist_root, tmp_path):
 
 def test_the_readme_network_example_trains_as_printed(mnist_root, tmp_path, monkeypatch):
     # A plain nn.Module without image_size: the CLI passes only the sizes its __init__ takes.
-    write(tmp_path / "src" / "my_net.py", readme_example("my_net.py"))
+    write(tmp_path / "src" / "my_net.py", example("my_net.py"))
     monkeypatch.syspath_prepend(tmp_path / "src")
     monkeypatch.delitem(sys.modules, "my_net", raising=False)
     args = ["--model.net=my_net.MyNet", "--model.net.width=8", f"--data.root={mnist_root}"]
