@@ -11,6 +11,7 @@ import functools
 from collections.abc import Callable, Sequence
 
 import torch
+from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 from torchvision.transforms import v2
 
@@ -26,6 +27,16 @@ from data.resident import BatchTransform
 
 # A transform of a uint8 batch (N, C, H, W) drawing from a generator.
 BatchStep = Callable[[Tensor, torch.Generator], Tensor]
+
+
+def has_batch_kernel(transform: Callable) -> bool:
+    """Whether :func:`batch_step` runs ``transform`` on the whole batch at once, not image by image."""
+    kind = type(transform)
+    return (
+        kind in (v2.RandomHorizontalFlip, v2.RandomVerticalFlip)
+        or (kind is v2.RandomCrop and zero_padded(transform))
+        or fast_resized_crop(transform)
+    )
 
 
 def batch_step(transform: Callable) -> BatchStep:
@@ -78,6 +89,12 @@ def resident_transform(transforms: Sequence[Callable], mean: Tensor, std: Tensor
     if flip:
         steps.pop(0)
     rest = [batch_step(t) for t in steps]
+    slow = [type(t).__name__ for t in steps if not has_batch_kernel(t)]
+    if slow:
+        rank_zero_info(
+            f"resident loader: {', '.join(slow)} run image by image (3-8x slower than a batch kernel); "
+            "the flips, RandomCrop and RandomResizedCrop run on whole batches"
+        )
     scale, shift = standardization(mean, std)
 
     def transform(images: Tensor, batch: Tensor, generator: torch.Generator) -> Tensor:

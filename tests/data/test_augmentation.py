@@ -5,6 +5,7 @@ sample tells its crop offset and its flips. Many samples through the resident lo
 DataLoader path are compared with what the declared transforms draw, within five standard errors.
 """
 
+import logging
 import math
 import pickle
 
@@ -14,6 +15,7 @@ import torch
 from torchvision.transforms import v2
 
 from data import CIFAR10DataModule
+from data.augment import resident_transform
 
 PER_FILE, N_TRAIN, EPOCHS = 220, 1000, 2  # 1100 images, 100 held out; 2000 samples per loader
 
@@ -107,3 +109,12 @@ def test_the_resident_batches_repeat_for_a_batch_seed(marker_root):
     """Each batch's draws come from its own generator (seed, epoch, rank, batch): a second pass is equal."""
     first, second = (samples(module(MyData, marker_root, "resident")) for _ in range(2))
     assert torch.equal(first, second)
+
+
+def test_the_resident_loader_says_which_transforms_run_image_by_image(caplog):
+    mean, std = torch.tensor([0.5]), torch.tensor([0.25])
+    caplog.set_level(logging.INFO)
+    resident_transform([v2.RandomCrop(28, padding=4), v2.RandomHorizontalFlip()], mean, std)
+    assert "image by image" not in caplog.text  # all on whole batches
+    resident_transform([v2.RandomRotation(10), v2.RandomHorizontalFlip(), v2.ColorJitter(0.2)], mean, std)
+    assert "resident loader: RandomRotation, ColorJitter run image by image" in caplog.text
