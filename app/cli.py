@@ -244,7 +244,8 @@ class CLI(LightningCLI):
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
-        return {**LightningCLI.subcommands(), "export": {"model", "datamodule"}}
+        exports = {"export": {"model", "datamodule"}} if hasattr(Trainer, "export") else {}  # app/export/
+        return {**LightningCLI.subcommands(), **exports}
 
 
 def main(args: list[str] | None = None) -> None:

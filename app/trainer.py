@@ -1,22 +1,17 @@
 """The Trainer the CLI builds: Lightning's, with additions that show in ``--print_config``."""
 
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import lightning
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveInt
-from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.callbacks import ModelCheckpoint, ModelSummary, ProgressBar
 
-from app import export
 from app.callbacks.last_checkpoint import LastCheckpoint
 from app.distributed.sync_batchnorm import SyncBatchNormPlugin
-from app.runs import folder
-from data.contract import provided
 
 
 class Trainer(lightning.Trainer):
-    """Lightning's Trainer, plus ``collective_timeout``, SyncBatchNorm on CPU and ``export``.
+    """Lightning's Trainer, plus ``collective_timeout``, SyncBatchNorm on CPU and ``export`` (app/export/).
 
     A few of Lightning's arguments are restated with the range they need, which the parser checks:
     outside it Lightning fails with a traceback mid-run, or trains wrongly without a word. A flag that
@@ -78,46 +73,7 @@ class Trainer(lightning.Trainer):
         if check_flags is not None:
             check_flags(self)
 
-    def export(
-        self,
-        model: LightningModule,
-        datamodule: LightningDataModule | None = None,
-        ckpt_path: str | None = None,
-        format: Literal["onnx", "torchscript"] = "onnx",
-        output: str | None = None,
-        weights_only: bool | None = None,
-    ) -> Path:
-        """Write the network with a checkpoint's weights as an ONNX or TorchScript file.
-
-        The file maps normalized images (batch, channels, size, size), float32, any batch size,
-        to logits (batch, classes). Inputs are named ``images`` and outputs ``logits`` in ONNX. What the
-        checkpoint knows of its data (class names, input shape, mean and std) goes in as JSON values:
-        ONNX ``metadata_props``, TorchScript extra file ``data.json``.
-
-        Args:
-            model: the classifier, built from the run's config.
-            datamodule: gives the images' channels and size.
-            ckpt_path: the checkpoint whose weights are exported; None exports the model as built.
-            format: ``onnx`` (needs onnx and onnxscript: ``pip install ".[export]"``) or ``torchscript``.
-            output: the file to write; default ``model.onnx`` or ``model.pt`` in the run folder
-                (``model-2.onnx``, ... where an earlier export wrote those).
-            weights_only: load the checkpoint with torch's weights-only unpickler (None: Lightning's
-                choice).
-
-        Returns:
-            The path written.
-        """
-        export.check_exporter(format)
-        default = export.default_output(Path(self.default_root_dir), format)
-        path = Path(output) if output else folder.unused(default)
-        if ckpt_path is not None:
-            checkpoint = self.strategy.load_checkpoint(ckpt_path, weights_only=weights_only)
-            model.load_state_dict(checkpoint["state_dict"])
-            model.on_load_checkpoint(checkpoint)  # its data card: class names, normalization
-        sample = export.input_sample(provided(datamodule, "in_channels"), provided(datamodule, "image_size"))
-        if self.is_global_zero:
-            export.write(model, sample, path, format)
-        return path
+    from app.export import export  # optional part: app/export/ (python -m app export)
 
 
 def _as_list(value: object) -> list:

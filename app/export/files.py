@@ -1,4 +1,4 @@
-"""A checkpoint's network as one ONNX or TorchScript file, to serve anywhere."""
+"""The exported file: ONNX or TorchScript, with the data card inside."""
 
 import importlib.util
 import json
