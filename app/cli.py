@@ -179,17 +179,7 @@ class CLI(LightningCLI):
         if ckpt:
             check_fits(ckpt, self.model, resume=self.subcommand == "fit")
 
-    def before_validate(self) -> None:
-        self.check_fits()
-
-    def before_test(self) -> None:
-        self.check_fits()
-
-    def before_predict(self) -> None:
-        self.check_fits()
-
-    def before_export(self) -> None:
-        self.check_fits()
+    before_validate = before_test = before_predict = before_export = check_fits
 
     @property
     def tests_after_fit(self) -> bool:
