@@ -23,24 +23,28 @@ log = logging.getLogger(__name__)
 
 
 class ImageFolderDataModule(VisionDataModule):
-    """Images in ``ROOT/train/<class>/*`` (and ``ROOT/test/<class>/*`` for testing).
+    """Images in ``ROOT/train/<class>/*``, and optional ``ROOT/val/<class>/*`` and ``ROOT/test/<class>/*``.
+
+    Validation reads ``ROOT/val`` where it exists (all of train/ then trains), else a share of train/
+    (``val_size``); testing reads ``ROOT/test``, or ``ROOT/val`` with ``test_on="val"``.
 
     Training takes a random-resized crop of ``image_size`` (aspect kept), then flip and policy
     (:meth:`augmentation`, for both loaders); evaluation resizes the short side to
     ``image_size / crop_ratio`` and takes the centre crop.
 
     Args:
-        root: folder with ``train/`` and, for the test stage, ``test/``.
+        root: folder with ``train/``, and optional ``val/`` and ``test/`` (the same class folders).
         image_size: side of the square crops the network sees.
         grayscale: read images as one channel instead of three.
         batch_size: samples per batch per device (32: torchvision's ImageNet recipe's, and
             a folder of a few hundred photos still gives a few steps an epoch).
         num_workers: loader worker processes per device; None picks from the cores per device.
-        val_size: training images held out for validation (an int), or a fraction in (0, 1).
+        val_size: training images held out for validation (an int), or a fraction in (0, 1); not
+            used where ``ROOT/val`` exists.
         seed: seed of the train/val split and of each epoch's shuffle.
         sampler: ``shuffle``, or ``balanced``: each class as often (see :class:`VisionDataModule`).
         predict_dir: folder of unlabelled images (subfolders allowed) that ``predict`` classifies;
-            None predicts ``ROOT/test``.
+            None predicts the test split's folder.
         flip: mirror training crops left-right at random.
         auto_augment: a torchvision policy applied to each training crop, or ``none``.
         crop_scale: the range of the training crop's area, as a share of the image's.
@@ -52,6 +56,8 @@ class ImageFolderDataModule(VisionDataModule):
             tensor on the device and augments whole batches there; ``torch`` decodes in DataLoader
             workers every epoch; ``auto`` is resident where the decoded copy takes under a quarter
             of the free memory.
+        test_on: the folder ``test`` (and fit's final test) reads: ``test`` (``ROOT/test``; without it
+            fit ends untested), or ``val`` (``ROOT/val``, for data sets shipped as train/ and val/).
     """
 
     def __init__(
@@ -72,6 +78,7 @@ class ImageFolderDataModule(VisionDataModule):
         mean: tuple[float, ...] | None = None,
         std: tuple[float, ...] | None = None,
         loader: Literal["auto", "resident", "torch"] = "auto",
+        test_on: Literal["test", "val"] = "test",
     ) -> None:
         super().__init__(root, batch_size, num_workers, val_size, seed, sampler)
         if not 0 < crop_scale[0] <= crop_scale[1] <= 1:
@@ -91,7 +98,7 @@ class ImageFolderDataModule(VisionDataModule):
                     f"--data.{name} needs {self.in_channels} values (one a channel), got {list(value)}"
                 )
             setattr(self, name, tuple(value))
-        self.loader = loader
+        self.loader, self.test_on = loader, test_on
         self._decoded: dict[str, Tensor] = {}
 
     def follow_weights(self, resize_size: int, crop_size: int, mean: tuple, std: tuple) -> None:
@@ -113,8 +120,12 @@ class ImageFolderDataModule(VisionDataModule):
     # would bury an error raised there under a page of its own.
     @functools.cached_property
     def classes(self) -> list[str]:
-        """The class folders of ``ROOT/train``, sorted: label i is the i-th."""
-        return layout.train_classes(Path(self.root))
+        """The class folders of ``ROOT/train``, sorted: label i is the i-th. A ``ROOT/val`` is checked
+        here to have the same: fit and validate read it, and the CLI reads this before a run starts."""
+        classes = layout.train_classes(Path(self.root))
+        if self.has_val_split:
+            layout.check_split_classes(Path(self.root), "val", classes)
+        return classes
 
     @property
     def num_classes(self) -> int:
@@ -123,14 +134,21 @@ class ImageFolderDataModule(VisionDataModule):
     def load(self, train: bool) -> Dataset:
         if not train:
             self.check_test_split()
-        return self.folder("train" if train else "test")
+        return self.folder("train" if train else self.test_on)
 
     def check_test_split(self) -> None:
-        layout.check_test_classes(Path(self.root), self.classes)
+        if self.test_on == "val" and not self.has_val_split:
+            raise DatasetNotFoundError(
+                f"--data.test_on val tests on {Path(self.root, 'val')}, which does not exist: put the "
+                f"validation images there, in train/'s class folders, or pass --data.test_on test"
+            )
+        layout.check_split_classes(Path(self.root), self.test_on, self.classes)
 
     @functools.cache  # noqa: B019 (one DataModule per run: its cache lives as long)
     def folder(self, split: str) -> photos.PhotoFolder:
-        """The images of ``ROOT/split``, listed once."""
+        """The images of ``ROOT/split``, listed once; val/ and test/ after their class folders are checked."""
+        if split != "train":
+            layout.check_split_classes(Path(self.root), split, self.classes)
         try:
             return photos.PhotoFolder(Path(self.root, split), self.resize_size, self.in_channels == 1)
         except FileNotFoundError as err:  # a class folder without images
@@ -164,12 +182,20 @@ class ImageFolderDataModule(VisionDataModule):
         return fits
 
     @property
+    def has_val_split(self) -> bool:
+        """Whether ``ROOT/val`` exists: then it is the validation split."""
+        return Path(self.root, "val").is_dir()
+
+    @property
     def has_test_split(self) -> bool:
-        """Whether ``ROOT/test`` exists: it is optional (then fit ends without a test)."""
-        return Path(self.root, "test").is_dir()
+        """Whether there is a test split: ``ROOT/test`` is optional (then fit ends without a test);
+        ``test_on="val"`` asks for ``ROOT/val`` (:meth:`check_test_split` says where it is missing)."""
+        return self.test_on == "val" or Path(self.root, "test").is_dir()
 
     def splits(self) -> list[str]:
-        return ["train"] + (["test"] if self.has_test_split else [])
+        """The folders a run reads, of train/, val/ and the test split, those that exist."""
+        wanted = dict.fromkeys(["train", "val", self.test_on])
+        return [split for split in wanted if split == "train" or Path(self.root, split).is_dir()]
 
     def prepare_data(self) -> None:
         # Lightning runs this on one process per node, the others waiting: the decoded copies are
@@ -177,9 +203,10 @@ class ImageFolderDataModule(VisionDataModule):
         # Predictions always go through a DataLoader, from predict_dir or test/: no copy, no train/ needed.
         if self.trainer is not None and self.trainer.predicting:
             return
+        folders = {split: self.folder(split) for split in self.splits()}  # all checked before decoding
         if self.resident:
-            for split in self.splits():
-                samples = self.folder(split).samples
+            for split, folder in folders.items():
+                samples = folder.samples
                 try:
                     cache.prepare(self.root, split, samples, self.resize_size, self.in_channels == 1)
                 except OSError as err:
@@ -190,11 +217,20 @@ class ImageFolderDataModule(VisionDataModule):
             files = photos.ImageFiles(Path(self.predict_dir), self.resize_size, self.in_channels == 1)
             self.predict_set = TransformedSubset(files, range(len(files)), self.eval_transform())
             return
-        if stage == "predict" and not self.has_test_split:
+        if stage == "predict" and not Path(self.root, self.test_on).is_dir():
             raise DatasetNotFoundError(
                 f"nothing to predict: pass --data.predict_dir FOLDER, the images to classify "
-                f"(without it, predict reads {Path(self.root, 'test')}, which does not exist)"
+                f"(without it, predict reads {Path(self.root, self.test_on)}, which does not exist)"
             )
+        if stage in ("fit", "validate") and self.has_val_split:
+            train, val = self.folder("train"), self.folder("val")
+            self.train_set = TransformedSubset(train, range(len(train)), self.train_transform(), self.seed)
+            self.val_set = TransformedSubset(val, range(len(val)), self.eval_transform())
+            rank_zero_info(
+                f"data: validating on {Path(self.root, 'val')} ({len(val)} images), training on all "
+                f"{len(train)} of {Path(self.root, 'train')}; --data.val_size is not used"
+            )
+            return
         super().setup(stage)
 
     def decoded(self, folder: photos.PhotoFolder) -> Tensor:
@@ -238,9 +274,9 @@ class ImageFolderDataModule(VisionDataModule):
     predict_id_name = "file"
 
     def predict_id(self, i: int) -> str:
-        """The path of predict image ``i``, relative to ``predict_dir`` (or to ``ROOT/test``)."""
+        """The path of predict image ``i``, relative to ``predict_dir`` (or to the test split's folder)."""
         path, _ = self.predict_set.dataset.samples[self.predict_set.indices[i]]
-        return Path(path).relative_to(self.predict_dir or Path(self.root, "test")).as_posix()
+        return Path(path).relative_to(self.predict_dir or Path(self.root, self.test_on)).as_posix()
 
     def eval_transform(self) -> Callable:
         return photos.eval_transform(self.image_size, self.crop_ratio)

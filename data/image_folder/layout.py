@@ -1,16 +1,18 @@
-"""The layout of an image folder, ``ROOT/train/<class>/`` and ``ROOT/test/<class>/``: each mistake in it
-ends in one line that says how to fix it."""
+"""The layout of an image folder, ``ROOT/train/<class>/`` and, optional, ``ROOT/val/<class>/`` and
+``ROOT/test/<class>/``: each mistake in it ends in one line that says how to fix it."""
 
 from pathlib import Path
 
 from data.vision import DataError, DatasetNotFoundError
+
+SPLITS = ("train", "val", "test")
 
 
 def train_classes(root: Path) -> list[str]:
     """The class folders of ``root/train``, sorted: label i is the i-th."""
     if not root.is_dir():
         raise DatasetNotFoundError(f"no folder {root}: pass --data.root the folder that holds train/")
-    if root.name in ("train", "test") and (root.parent / "train").is_dir():
+    if root.name in SPLITS and (root.parent / "train").is_dir():
         raise DatasetNotFoundError(f"{root} is a split: pass --data.root {root.parent} (it holds train/)")
     folders = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
     if not (root / "train").exists() and folders:
@@ -39,14 +41,15 @@ def class_folders(folder: Path) -> list[str]:
     return classes
 
 
-def check_test_classes(root: Path, train: list[str]) -> None:
-    """Refuse a ``root/test`` whose class folders are not ``train``'s."""
-    test = class_folders(root / "test")
-    if test != train:
-        only_test, only_train = sorted(set(test) - set(train)), sorted(set(train) - set(test))
-        differ = [f"only in test/: {', '.join(only_test)}"] if only_test else []
+def check_split_classes(root: Path, split: str, train: list[str]) -> None:
+    """Refuse a ``root/split`` (``val`` or ``test``) whose class folders are not ``train``'s: its labels,
+    numbered by its own sorted folders, would not be train/'s."""
+    found = class_folders(root / split)
+    if found != train:
+        only_here, only_train = sorted(set(found) - set(train)), sorted(set(train) - set(found))
+        differ = [f"only in {split}/: {', '.join(only_here)}"] if only_here else []
         differ += [f"only in train/: {', '.join(only_train)}"] if only_train else []
         raise DataError(
-            f"the class folders of {root / 'test'} differ from those of {root}/train "
+            f"the class folders of {root / split} differ from those of {root}/train "
             f"({'; '.join(differ)}): give both the same class folders"
         )

@@ -273,6 +273,37 @@ def test_an_image_folder_test_split_is_checked_before_training(tmp_path):
     assert not list(tmp_path.glob("runs/*/version_*"))  # and the start left no run folder
 
 
+@pytest.mark.parametrize("loader", ["resident", "torch"])
+def test_an_image_folder_val_split_with_other_classes_is_one_line_before_anything(loader, tmp_path):
+    """val/ is checked when the data is first read, whether fit tests or not: nothing decoded, nothing run."""
+    root = write_image_folder(tmp_path / "images")
+    shutil.copytree(root / "test", root / "val")
+    (root / "val" / "class_0").rename(root / "val" / "class_x")
+    shutil.copytree(root / "val" / "class_1", root / "val" / "class_y")
+    args = [*IMAGE_FOLDER_FIT, f"--data.root={root}", f"--data.loader={loader}", "--test_after_fit=false"]
+    args.append(callback("helpers.stops.SlowSteps", seconds=0, started=str(tmp_path / "spy")))
+    result = run_app("fit", *args, cwd=tmp_path)
+    assert result.returncode == 1
+    assert error_line(result) == (
+        f"error: the class folders of {root}/val differ from those of {root}/train "
+        "(only in val/: class_x, class_y; only in train/: class_0): give both the same class folders"
+    )
+    assert not (tmp_path / "spy").exists() and not (root / ".cache").exists()
+    assert not list(tmp_path.glob("runs/*/version_*"))
+
+
+def test_testing_on_a_val_split_that_is_not_there_is_one_line(tmp_path):
+    root = write_image_folder(tmp_path / "images")
+    line = error_line(
+        run_app("fit", *IMAGE_FOLDER_FIT, f"--data.root={root}", "--data.test_on=val", cwd=tmp_path)
+    )
+    assert line == (
+        f"error: --data.test_on val tests on {root}/val, which does not exist: put the validation images "
+        "there, in train/'s class folders, or pass --data.test_on test"
+    )
+    assert not list(tmp_path.glob("runs/*/version_*"))
+
+
 def test_an_image_folder_without_test_trains_and_says_fit_ends_untested(tmp_path):
     """Many photo folders are only class folders: test/ is optional (`test` needs it, `predict` a folder)."""
     root = write_image_folder(tmp_path / "images")

@@ -72,13 +72,24 @@ def write_cifar(root: Path, classes: int = 10, n_train: int = 500, n_test: int =
 
 
 def write_image_folder(root: Path, classes: int = 3, per_class: int = 12, size: int = 20) -> Path:
+    for split in ("train", "test"):
+        write_split(root, split, [per_class] * classes, size)
+    return root
+
+
+SPLIT_SEEDS = {"train": 3, "test": 4, "val": 5}
+
+
+def write_split(root: Path, split: str, per_class: list[int], size: int = 20, suffix: str = "png") -> Path:
+    """``ROOT/SPLIT/class_k/*.SUFFIX`` (png or jpg): ``per_class[k]`` learnable images of class k."""
     needs_image_folders()
-    for split, seed in (("train", 3), ("test", 4)):
-        images, labels = learnable_images(classes * per_class, size, 3, classes, seed)
-        for i, (image, label) in enumerate(zip(images, labels, strict=True)):
-            path = root / split / f"class_{label}" / f"{i}.png"
+    classes = len(per_class)
+    images, labels = learnable_images(classes * max(per_class), size, 3, classes, SPLIT_SEEDS[split])
+    for label, count in enumerate(per_class):
+        for i in np.flatnonzero(labels == label)[:count]:
+            path = root / split / f"class_{label}" / f"{i}.{suffix}"
             path.parent.mkdir(parents=True, exist_ok=True)
-            Image.fromarray(image).save(path)
+            Image.fromarray(images[i]).save(path, **({"quality": 95} if suffix == "jpg" else {}))
     return root
 
 
