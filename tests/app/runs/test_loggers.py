@@ -1,5 +1,6 @@
 """The logger the config names is the one that runs: ours by their own names, Lightning's by theirs."""
 
+import pytest
 import yaml
 from helpers.cli import check, run_app, run_folder
 
@@ -28,3 +29,15 @@ def test_lightnings_csv_logger_starts_metrics_afresh_on_resume(mnist_root, tmp_p
     check(resumed)
     after = (run / "metrics.csv").read_text().splitlines()
     assert not set(before[1:]) & set(after[1:])  # the first run's rows are gone
+
+
+@pytest.mark.parametrize("logger", ["TensorBoardLogger", "helpers.json_logger.JsonLinesLogger"])
+def test_any_logger_with_a_save_dir_writes_into_the_run_folder(logger, mnist_root, tmp_path):
+    """Lightning's, and one of the user's own that no list in the app names."""
+    check(run_app("fit", f"--data.root={mnist_root}", f"--trainer.logger={logger}", cwd=tmp_path))
+    run = run_folder(tmp_path)
+    written = (
+        list(run.glob("events.out.tfevents.*")) if logger == "TensorBoardLogger" else [run / "metrics.jsonl"]
+    )
+    assert written and all(path.is_file() for path in written)
+    assert [p.name for p in tmp_path.iterdir()] == ["runs"]  # nothing beside the run folder
