@@ -1,7 +1,12 @@
 """The mistakes a user can fix, and the one way they are reported: one ``error:`` line, exit status 1."""
 
+import os
 import sys
+import traceback
+from pathlib import Path
 from typing import NoReturn
+
+import torch.distributed
 
 from data import DataError
 from models.errors import ModelError
@@ -30,8 +35,9 @@ class LossNotFiniteError(UserError):
 # DataError and ModelError are data/'s and models/' own (neither imports app/).
 USER_ERRORS = (UserError, DataError, ModelError)
 
-# What torch.distributed says when a peer process died or left: not this process's own error.
-PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe")
+# torch.distributed's own code: a RuntimeError raised there is a collective that failed (gloo raises no
+# error type of its own for a peer that died).
+DISTRIBUTED = str(Path(torch.distributed.__file__).parent) + os.sep
 
 
 def fail(message: str, status: int = 1) -> NoReturn:
@@ -41,5 +47,8 @@ def fail(message: str, status: int = 1) -> NoReturn:
 
 
 def peer_gone(err: BaseException) -> bool:
-    """Whether ``err`` only says that another process of the job went away."""
-    return isinstance(err, RuntimeError) and any(sign in str(err) for sign in PEER_GONE)
+    """Whether ``err`` is a collective of torch.distributed that failed: another process went away."""
+    if not isinstance(err, RuntimeError) or err.__traceback__ is None:
+        return False
+    innermost = traceback.extract_tb(err.__traceback__)[-1]
+    return innermost.filename.startswith(DISTRIBUTED)

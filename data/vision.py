@@ -21,11 +21,11 @@ class DataError(Exception):
 
     def __str__(self) -> str:
         message = super().__str__()
-        if message.startswith("Caught ") and "\nOriginal Traceback" in message:
-            # Re-raised by a DataLoader from a worker process, with the worker's traceback as its
-            # message: keep the message at the end of it ("data.vision.DataError: <message>").
-            return message.rstrip().rsplit("\n", 1)[-1].split(": ", 1)[-1]
-        return message
+        # Re-raised by a DataLoader from a worker process, its message is the worker's traceback, whose last
+        # line is, in Python's format, "module.Class: <the message>".
+        last = message.rstrip().rsplit("\n", 1)[-1]
+        prefix = f"{type(self).__module__}.{type(self).__qualname__}: "
+        return last.removeprefix(prefix) if "\n" in message and last.startswith(prefix) else message
 
 
 class DatasetNotFoundError(DataError):
