@@ -1,0 +1,45 @@
+"""``make gpu-check DRY=1``: the GPU check's every part, run for real on CPU at tiny sizes, so that
+the script is ready the day a GPU is lent."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+from helpers.cli import ROOT
+
+from benchmarks.gpu_parts import PARTS
+
+
+# Starts a child process per run of the check, one after the other; among the long tests.
+@pytest.mark.distributed
+def test_the_dry_run_measures_every_part_and_writes_the_table_and_the_json(tmp_path):
+    out = tmp_path / "out"
+    command = ["make", "--no-print-directory", "gpu-check", "DRY=1", f"OUT={out}", f"PYTHON={sys.executable}"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    record = json.loads((out / "gpu-check.json").read_text())
+    assert record["machine"]["torch"] == torch.__version__ and record["machine"]["mode"].startswith("dry")
+    parts = {part["part"]: part for part in record["parts"]}
+    assert list(parts) == [title for _, title, _, _ in PARTS]
+    for title, part in parts.items():
+        if title == "pytest -m gpu" and not torch.cuda.is_available():
+            assert part["status"] == "skipped: no CUDA", part
+        else:
+            assert part["status"] == "ok", part
+        assert part["rows"] and part["seconds"] > 0, part
+        for row in part["rows"]:
+            figures = row["figures"].values()
+            assert figures and all(isinstance(v, int | float) and math.isfinite(v) for v in figures), row
+
+    # One progress line per part, in order; the table has a line for each row.
+    progress = [line for line in done.stdout.splitlines() if line.startswith("[")]
+    assert [line.split("] ", 1)[1].split(": ")[0] for line in progress] == list(parts)
+    table = (out / "gpu-check.md").read_text()
+    for part in parts.values():
+        for row in part["rows"]:
+            assert f"| {row['row']} |" in table
+    assert table.count("\n| ") == 2 + sum(len(part["rows"]) for part in parts.values())  # header, rule, rows
