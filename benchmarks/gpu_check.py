@@ -39,7 +39,7 @@ def machine(dry: bool) -> dict[str, str | None]:
     driver = None
     if cuda and shutil.which("nvidia-smi"):
         query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
-        driver = subprocess.run(query, capture_output=True, text=True).stdout.strip().splitlines()[0]
+        driver = (subprocess.run(query, capture_output=True, text=True).stdout.split() or [None])[0]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     return {
         "device": torch.cuda.get_device_name() if cuda else cpu_name(),
