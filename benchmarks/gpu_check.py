@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -91,12 +92,10 @@ def markdown(about: dict, parts: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(check: Check, keys: list[str], out: Path) -> list[dict]:
-    """Each part in turn within its time limit; the files are rewritten after each."""
+def run(check: Check, parts: list[tuple[str, Callable, float]], out: Path) -> list[dict]:
+    """Each part (title, function, seconds) in turn within its time limit; the files rewritten after each."""
     about, done = machine(check.dry), []
-    chosen = [part for part in PARTS if part[0] in keys]
-    for i, (_, title, part, seconds) in enumerate(chosen, 1):
-        limit = DRY_LIMIT if check.dry else seconds
+    for i, (title, part, limit) in enumerate(parts, 1):
         check.deadline = time.monotonic() + limit
         rows: list = []
         record: dict = {"part": title}
@@ -112,7 +111,7 @@ def run(check: Check, keys: list[str], out: Path) -> list[dict]:
         record["seconds"] = time.perf_counter() - start
         record["rows"] = [{"row": label, "figures": figures} for label, figures in rows]
         done.append(record)
-        print(f"[{i}/{len(chosen)}] {title}: {record['status']} ({record['seconds']:.0f} s)", flush=True)
+        print(f"[{i}/{len(parts)}] {title}: {record['status']} ({record['seconds']:.0f} s)", flush=True)
         (out / "gpu-check.json").write_text(json.dumps({"machine": about, "parts": done}, indent=2) + "\n")
         (out / "gpu-check.md").write_text(markdown(about, done))
     return done
@@ -131,7 +130,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as work:
         root = write_tiny_fashion_mnist(Path(work, "data")) if args.dry else Path(args.root).resolve()
         check = Check(dry=args.dry, root=root, work=Path(work))
-        parts = run(check, args.parts, out)
+        chosen = [(title, part, DRY_LIMIT if args.dry else limit) for key, title, part, limit in PARTS]
+        chosen = [part for part, (key, *_) in zip(chosen, PARTS, strict=True) if key in args.parts]
+        parts = run(check, chosen, out)
     failed = [p["part"] for p in parts if p["status"] != "ok" and not p["status"].startswith("skipped")]
     print(f"{out / 'gpu-check.md'}: {len(parts) - len(failed)} of {len(parts)} parts ok or skipped")
     sys.exit(1 if failed else 0)

@@ -10,7 +10,8 @@ import pytest
 import torch
 from helpers.cli import ROOT
 
-from benchmarks.gpu_parts import PARTS
+from benchmarks.gpu_check import run
+from benchmarks.gpu_parts import PARTS, Check
 
 
 # Starts a child process per run of the check, one after the other; among the long tests.
@@ -44,3 +45,32 @@ def test_the_dry_run_measures_every_part_and_writes_the_table_and_the_json(tmp_p
             assert f"| {row['row']} |" in table
     lines = [line for line in table.splitlines() if line.startswith("|")]
     assert len(lines) == 2 + sum(len(part["rows"]) for part in parts.values())  # header, rule, rows
+
+
+def test_a_part_that_fails_or_runs_out_of_time_is_reported_and_the_next_one_runs(tmp_path):
+    def fails(check: Check, rows: list) -> None:
+        check.child(["-c", "import sys; print('the end of its output'); sys.exit(3)"])
+
+    def hangs(check: Check, rows: list) -> None:
+        rows.append(("measured before the limit", {"img/s": 12.5}))
+        check.child(["-c", "import time; time.sleep(120)"])
+
+    def measures(check: Check, rows: list) -> None:
+        _, output = check.child(["-c", "print(2 + 2)"])
+        rows.append(("a row", {"sum": int(output)}))
+
+    parts = [("fails", fails, 60), ("hangs", hangs, 2), ("measures", measures, 60)]
+    check = Check(dry=True, root=tmp_path, work=tmp_path)
+    run(check, parts, tmp_path)
+
+    record = json.loads((tmp_path / "gpu-check.json").read_text())
+    failed, hung, ran = record["parts"]
+    assert failed["status"].startswith("failed: -c ") and failed["status"].endswith(
+        " exited 3: the end of its output"
+    )
+    assert failed["log_tail"] == "the end of its output" and failed["rows"] == []
+    assert hung["status"] == "timeout after 2 s" and hung["seconds"] < 10  # the child was killed at the limit
+    assert hung["rows"] == [{"row": "measured before the limit", "figures": {"img/s": 12.5}}]
+    assert ran["status"] == "ok" and ran["rows"] == [{"row": "a row", "figures": {"sum": 4}}]
+    table = (tmp_path / "gpu-check.md").read_text()
+    assert "| hangs | measured before the limit | img/s 12.5 | timeout after 2 s |" in table
