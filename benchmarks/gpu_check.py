@@ -6,9 +6,9 @@ against the hand-written loop (MnistCNN and FastCNN, batch 128 and 512, fp32 and
 the GPU, and a ``dp`` and a 1-process ``ddp`` fit (``benchmarks/gpu_parts.py``). Each part has its
 own time limit; one that fails or runs out of time is reported and the next one runs. ``--dry``
 runs the same parts on CPU at tiny sizes, on tiny random data (tests/test_gpu_check.py, in CI;
-``--root`` is not read). After each part,
-``OUT/gpu-check.md`` (a Markdown table for benchmarks/README.md) and ``OUT/gpu-check.json`` (the
-machine, every part's status, seconds and figures) are written anew.
+``--root`` is not read). After each part, ``OUT/gpu-check.md`` (a Markdown table for
+benchmarks/README.md) and ``OUT/gpu-check.json`` (the machine, every part's status, seconds and
+figures) are written anew.
 """
 
 import argparse
@@ -85,7 +85,8 @@ def markdown(about: dict, parts: list[dict]) -> str:
         rows = part["rows"] or [{"row": "-", "figures": {}}]
         for i, row in enumerate(rows):
             figures = ", ".join(f"{k} {number(v)}" for k, v in row["figures"].items()) or "-"
-            status, seconds = (part["status"], f"{part['seconds']:.0f}") if i == 0 else ("", "")
+            status = part["status"].replace("|", "\\|").replace("\n", " ")  # one table cell
+            status, seconds = (status, f"{part['seconds']:.0f}") if i == 0 else ("", "")
             lines.append(
                 f"| {part['part'] if i == 0 else ''} | {row['row']} | {figures} | {status} | {seconds} |"
             )

@@ -1,5 +1,5 @@
-"""``make gpu-check DRY=1``: the GPU check's every part, run for real on CPU at tiny sizes, so that
-the script is ready the day a GPU is lent."""
+"""The GPU check (``make gpu-check``): its dry run, every part for real on CPU at tiny sizes, so that
+the script is ready the day a GPU is lent; and how it reports a part that fails or runs out of time."""
 
 import json
 import math
