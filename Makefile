@@ -54,10 +54,11 @@ bench: setup fashion-mnist
 	$(PYTHON) -m benchmarks --recipe configs/fashion_mnist_fast.yaml
 
 # For a GPU machine without network (Python 3.12, torch in its image; scripts/gpu_image.txt): the
-# wheels it lacks and Debian's Fashion-MNIST, into .whl/ to carry there. torchcodec 0.11 is the
-# release for that image's torch 2.11; where it does not load, PIL decodes the photos.
+# wheels it lacks and Debian's Fashion-MNIST, into a fresh .whl/ (one version of each) to carry there.
+# torchcodec 0.11 is the release for that image's torch 2.11; where it does not load, PIL decodes.
 GPU_PINS ?= torchcodec==0.11.*
 gpu-wheels: setup fashion-mnist
+	rm -rf .whl
 	$(PYTHON) scripts/gpu_wheels.py .whl $(GPU_PINS)
 	mkdir -p .whl/fashion-mnist
 	cp /usr/share/datasets/fashion-mnist/*.gz .whl/fashion-mnist/
