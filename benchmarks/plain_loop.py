@@ -1,5 +1,7 @@
 """The limit: a hand-written PyTorch loop over tensors already in memory, same model and recipe.
 
+``--net`` and ``--precision`` name the template's ``--model.net`` and ``--trainer.precision``
+(``bf16-mixed``: bf16 autocast around the forward and the loss, as Lightning's plugin does).
 Prints one JSON line: train seconds and samples per epoch, test accuracy.
 """
 
@@ -11,23 +13,30 @@ from torch.nn import functional as F
 from benchmarks.common import arguments, now, report
 from data import FashionMNISTDataModule
 from data.batch_transforms import normalize
-from models import MnistCNN
+from models import FastCNN, MnistCNN
+
+NETS = {"MnistCNN": MnistCNN, "FastCNN": FastCNN}
 
 
 def main() -> None:
     parser = arguments(__doc__)
+    parser.add_argument("--net", choices=sorted(NETS), default="MnistCNN")
+    parser.add_argument("--precision", choices=("32-true", "bf16-mixed"), default="32-true")
+    parser.add_argument("--val-size", type=split_size, default=5000, help="the template's --data.val_size")
     args = parser.parse_args()
     torch.manual_seed(42)
     device = torch.device(args.device)
 
-    dm = FashionMNISTDataModule(root=args.root)  # the same files and train/val split as the template
+    # The same files and train/val split as the template.
+    dm = FashionMNISTDataModule(root=args.root, val_size=args.val_size)
     dm.prepare_data()
     dm.setup("fit")
     dm.setup("test")
     train, test = (_tensors(split, device) for split in (dm.train_set, dm.test_set))
     mean, std = (torch.tensor(v, device=device) for v in (dm.mean, dm.std))
 
-    net = MnistCNN().to(device)
+    net = NETS[args.net]().to(device)
+    bf16 = torch.autocast(device.type, torch.bfloat16, enabled=args.precision == "bf16-mixed")
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-3)
     steps = args.epochs * math.ceil(len(train[0]) / args.batch_size)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps, eta_min=0.001)
@@ -36,19 +45,26 @@ def main() -> None:
         start = now(device)
         net.train()
         for batch in torch.randperm(len(train[0]), device=device).split(args.batch_size):
-            loss = F.cross_entropy(net(normalize(train[0][batch], mean, std)), train[1][batch])
+            with bf16:
+                loss = F.cross_entropy(net(normalize(train[0][batch], mean, std)), train[1][batch])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             schedule.step()
         seconds.append(now(device) - start)
     net.eval()
-    with torch.no_grad():
+    with torch.no_grad(), bf16:
         correct = sum(
             (net(normalize(x, mean, std)).argmax(1) == y).sum().item()
             for x, y in zip(test[0].split(1000), test[1].split(1000), strict=True)
         )
     report(seconds, len(train[0]), correct / len(test[0]))
+
+
+def split_size(text: str) -> int | float:
+    """``--data.val_size``'s two forms: a count, or a fraction in (0, 1)."""
+    value = float(text)
+    return value if value < 1 else int(value)
 
 
 def _tensors(split, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

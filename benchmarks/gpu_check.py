@@ -1,0 +1,143 @@
+"""``python -m benchmarks.gpu_check``: every GPU figure of benchmarks/README.md in one prepared run.
+
+``make gpu-check`` runs it on a GPU machine within 8 minutes: ``pytest -m gpu``, the template
+against the hand-written loop (MnistCNN and FastCNN, batch 128 and 512, fp32 and bf16-mixed),
+``configs/fashion_mnist_93.yaml``, ``--model.compile true`` against eager, the photo pipelines on
+the GPU, and a ``dp`` and a 1-process ``ddp`` fit (``benchmarks/gpu_parts.py``). Each part has its
+own time limit; one that fails or runs out of time is reported and the next one runs. ``--dry``
+runs the same parts on CPU at tiny sizes, on tiny random data (tests/test_gpu_check.py, in CI;
+``--root`` is not read). After each part, ``OUT/gpu-check.md`` (a Markdown table for
+benchmarks/README.md) and ``OUT/gpu-check.json`` (the machine, every part's status, seconds and
+figures) are written anew.
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+import lightning
+import numpy as np
+import torch
+
+from benchmarks.__main__ import cpu_name
+from benchmarks.gpu_parts import PARTS, ROOT, Check, PartFailed, PartTimeout
+
+DRY_LIMIT = 300  # seconds a dry part may take: CI's 2 cores are shared
+
+
+def machine(dry: bool) -> dict[str, str | None]:
+    """The device, its driver, and the versions the figures depend on."""
+    cuda = torch.cuda.is_available() and not dry
+    driver = None
+    if cuda and shutil.which("nvidia-smi"):
+        query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+        driver = (subprocess.run(query, capture_output=True, text=True).stdout.split() or [None])[0]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return {
+        "device": torch.cuda.get_device_name() if cuda else cpu_name(),
+        "driver": driver,
+        "cores": str(os.cpu_count()),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "lightning": lightning.__version__,
+        "python": platform.python_version(),
+        "commit": commit.stdout.strip() or None,
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "mode": "dry (CPU, tiny sizes)" if dry else "gpu",
+    }
+
+
+def write_tiny_fashion_mnist(root: Path, train: int = 640, test: int = 256) -> Path:
+    """Random images and labels in Fashion-MNIST's IDX files: what a dry run trains on, in seconds."""
+    raw = root / "FashionMNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", train), ("t10k", test)):
+        images = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+        labels = rng.integers(0, 10, n, dtype=np.uint8)
+        for kind, array in (("images-idx3", images), ("labels-idx1", labels)):
+            # IDX: two zero bytes, the type (8: unsigned byte), the dimensions' count, then each (big-endian).
+            header = bytes([0, 0, 8, array.ndim]) + np.array(array.shape, ">u4").tobytes()
+            (raw / f"{prefix}-{kind}-ubyte").write_bytes(header + array.tobytes())
+    return root
+
+
+def number(value: float) -> str:
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def markdown(about: dict, parts: list[dict]) -> str:
+    """The table: one line per row of each part; the part's status and seconds on its first line."""
+    head = ", ".join(f"{k} {v}" for k, v in about.items() if v is not None)
+    lines = [f"{head}\n", "| part | row | figures | status | s |", "|---|---|---|---|---|"]
+    for part in parts:
+        rows = part["rows"] or [{"row": "-", "figures": {}}]
+        for i, row in enumerate(rows):
+            figures = ", ".join(f"{k} {number(v)}" for k, v in row["figures"].items()) or "-"
+            status = part["status"].replace("|", "\\|").replace("\n", " ")  # one table cell
+            status, seconds = (status, f"{part['seconds']:.0f}") if i == 0 else ("", "")
+            lines.append(
+                f"| {part['part'] if i == 0 else ''} | {row['row']} | {figures} | {status} | {seconds} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def run(check: Check, parts: list[tuple[str, Callable, float]], out: Path) -> list[dict]:
+    """Each part (title, function, seconds) in turn within its time limit; the files rewritten after each."""
+    about, done = machine(check.dry), []
+    for i, (title, part, limit) in enumerate(parts, 1):
+        check.deadline = time.monotonic() + limit
+        rows: list = []
+        record: dict = {"part": title}
+        start = time.perf_counter()
+        try:
+            record["status"] = part(check, rows) or "ok"
+        except PartTimeout:
+            record["status"] = f"timeout after {limit} s"
+        except PartFailed as error:
+            record["status"], record["log_tail"] = f"failed: {error.args[0]}", error.args[1]
+        except Exception as error:  # a broken part is reported; the next one still runs
+            record["status"] = f"failed: {type(error).__name__}: {error}"
+        record["seconds"] = time.perf_counter() - start
+        record["rows"] = [{"row": label, "figures": figures} for label, figures in rows]
+        done.append(record)
+        print(f"[{i}/{len(parts)}] {title}: {record['status']} ({record['seconds']:.0f} s)", flush=True)
+        (out / "gpu-check.json").write_text(json.dumps({"machine": about, "parts": done}, indent=2) + "\n")
+        (out / "gpu-check.md").write_text(markdown(about, done))
+    return done
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--out", default="gpu-check", help="folder for gpu-check.md and gpu-check.json")
+    parser.add_argument("--root", default=str(ROOT / "datasets"), help="data folder (Fashion-MNIST)")
+    parser.add_argument("--dry", action="store_true", help="on CPU, at tiny sizes, on tiny random data")
+    keys = [key for key, *_ in PARTS]
+    parser.add_argument("--parts", nargs="+", choices=keys, default=keys, help="run only these parts")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as work:
+        root = write_tiny_fashion_mnist(Path(work, "data")) if args.dry else Path(args.root).resolve()
+        check = Check(dry=args.dry, root=root, work=Path(work))
+        chosen = [(title, part, DRY_LIMIT if args.dry else limit) for key, title, part, limit in PARTS]
+        chosen = [part for part, (key, *_) in zip(chosen, PARTS, strict=True) if key in args.parts]
+        parts = run(check, chosen, out)
+    failed = [p["part"] for p in parts if p["status"] != "ok" and not p["status"].startswith("skipped")]
+    print(f"{out / 'gpu-check.md'}: {len(parts) - len(failed)} of {len(parts)} parts ok or skipped")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

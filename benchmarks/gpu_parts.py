@@ -1,0 +1,214 @@
+"""The parts of ``benchmarks.gpu_check``: each runs the project's own commands as child processes
+and appends its rows (a label and its figures) as they come, so that a part stopped by its time
+limit keeps what it measured."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from benchmarks.__main__ import throughput, timed
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+# Dry runs: a tenth of the training images (64 of the tests' 640; 6,000 of Fashion-MNIST's), batch 16.
+DRY_VAL, DRY_BATCH = 0.9, 16
+DRY_LIMITS = ["--trainer.limit_val_batches=1", "--trainer.limit_test_batches=2"]
+
+
+class PartTimeout(Exception):
+    """The part's time ran out."""
+
+
+class PartFailed(Exception):
+    """A child process of the part failed: what failed, and the end of its output."""
+
+
+@dataclass
+class Check:
+    """Where and how big a check runs: on the GPU, or ``dry`` (CPU, tiny sizes)."""
+
+    dry: bool
+    root: Path
+    work: Path
+    deadline: float = 0.0
+    runs: int = 0
+
+    @property
+    def accelerator(self) -> str:
+        return "cpu" if self.dry else "gpu"
+
+    @property
+    def shrink(self) -> list[str]:
+        """Template flags that make a dry run tiny: few training images, one validation batch."""
+        if not self.dry:
+            return []
+        return [f"--data.val_size={DRY_VAL}", f"--data.batch_size={DRY_BATCH}", *DRY_LIMITS]
+
+    def child(self, args: list[str], cwd: Path | None = None, must_succeed: bool = True) -> tuple[int, str]:
+        """Run ``python ARGS`` within the part's time; its exit status and output (also in a log)."""
+        self.runs += 1
+        log = self.work / f"run{self.runs}.log"
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": path}
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise PartTimeout
+        with open(log, "w") as out:
+            # A session of its own: on a timeout its whole group goes (DDP ranks, loader workers, W&B).
+            child = subprocess.Popen(
+                [sys.executable, *args],
+                cwd=cwd or self.work,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            try:
+                status = child.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+                raise PartTimeout from None
+        text = log.read_text()
+        if status and must_succeed:
+            tail = text.strip().splitlines()[-30:] or ["no output"]
+            raise PartFailed(f"{' '.join(args[:2])} exited {status}: {tail[-1][:200]}", "\n".join(tail))
+        return status, text
+
+    def fit(self, name: str, config: str, *flags: str) -> dict:
+        """``python -m app fit --config CONFIG FLAGS`` with the benchmark's timer; its record and wall s."""
+        command = ["-m", "app", "fit", f"--config={CONFIGS / config}", f"--data.root={self.root}"]
+        command += [f"--trainer.accelerator={self.accelerator}", f"--trainer.default_root_dir={self.work}"]
+        command += [*self.shrink, *flags, timed(self.work, name)]
+        start = time.perf_counter()
+        self.child(command)
+        wall = time.perf_counter() - start
+        return {**json.loads((self.work / f"{name}.json").read_text()), "wall_seconds": wall}
+
+
+Rows = list[tuple[str, dict[str, float]]]
+
+
+def gpu_tests(check: Check, rows: Rows) -> str | None:
+    """``pytest -m gpu``: counts from its JUnit XML; on CPU every test skips, and says so."""
+    report = check.work / "pytest.xml"
+    args = ["-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-q", f"--junitxml={report}"]
+    args += ["-n", "0" if check.dry else "4"]
+    status, output = check.child(args, cwd=ROOT, must_succeed=False)
+    if not report.exists():  # pytest stopped before running any test
+        raise PartFailed(f"pytest exited {status} without a report", output.strip()[-3000:])
+    suites = list(ET.parse(report).getroot().iter("testsuite"))
+    counts = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
+    failed = counts["failures"] + counts["errors"]
+    passed = counts["tests"] - failed - counts["skipped"]
+    rows.append(("pytest -m gpu", {"passed": passed, "failed": failed, "skipped": counts["skipped"]}))
+    if status or failed:
+        raise PartFailed(f"pytest exited {status}: {failed} failed", output.strip()[-3000:])
+    return "skipped: no CUDA" if passed == 0 and not torch.cuda.is_available() else None
+
+
+def ratios(check: Check, rows: Rows) -> None:
+    """The template as users run it against the hand-written loop, both 2 epochs (the first left out)."""
+    nets, batches, precisions = ["MnistCNN", "FastCNN"], [128, 512], ["32-true", "bf16-mixed"]
+    grid = [(n, b, p) for n in nets for b in batches for p in precisions]
+    if check.dry:
+        grid = [("FastCNN", DRY_BATCH, "bf16-mixed")]
+    for net, batch, precision in grid:
+        name = f"{net}-{batch}-{precision}"
+        template = throughput(
+            check.fit(
+                name,
+                "fashion_mnist.yaml",
+                f"--model.net={net}",
+                f"--data.batch_size={batch}",
+                f"--trainer.precision={precision}",
+                "--trainer.max_epochs=2",
+            )
+        )
+        device = "cpu" if check.dry else "cuda"
+        loop = ["-m", "benchmarks.plain_loop", f"--root={check.root}", "--epochs=2", f"--device={device}"]
+        loop += [f"--batch-size={batch}", f"--net={net}", f"--precision={precision}"]
+        loop += [f"--val-size={DRY_VAL}"] if check.dry else []
+        _, text = check.child(loop)
+        bare = throughput(json.loads(text.strip().splitlines()[-1]))
+        figures = {"template img/s": template["img_per_s"], "bare img/s": bare["img_per_s"]}
+        figures["ratio"] = template["img_per_s"] / bare["img_per_s"]
+        rows.append((f"{net}, batch {batch}, {precision}", figures))
+
+
+def fashion_mnist_93(check: Check, rows: Rows) -> None:
+    """``configs/fashion_mnist_93.yaml`` as users run it: test accuracy, training and fit seconds."""
+    shrink = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2"] if check.dry else []
+    r = check.fit("fm93", "fashion_mnist_93.yaml", *shrink)
+    figures = {"test acc": r["test_acc"], "training s": sum(r["train_seconds"]), "fit s": r["fit_seconds"]}
+    rows.append(("configs/fashion_mnist_93.yaml", {**figures, "wall s": r["wall_seconds"]}))
+
+
+def compile_vs_eager(check: Check, rows: Rows) -> None:
+    """``--model.compile true`` against eager, 2 epochs each: the second epoch's ms per step, and
+    the first epoch's extra seconds (the compilation). Dry: the one-layer net, the cheapest to compile."""
+    net = "benchmarks.step_overhead.OneLayer" if check.dry else "MnistCNN"
+    batch = DRY_BATCH if check.dry else 128
+    flags = [f"--model.net={net}", f"--data.batch_size={batch}", "--trainer.max_epochs=2"]
+    figures = {}
+    for mode, extra in (("eager", []), ("compiled", ["--model.compile=true"])):
+        r = check.fit(mode, "fashion_mnist.yaml", *flags, *extra)
+        steps = r["train_samples"][-1] / batch
+        figures[mode] = r["train_seconds"]
+        figures[f"{mode} ms/step"] = 1000 * r["train_seconds"][-1] / steps
+        figures[f"{mode} fit s"] = r["fit_seconds"]
+    eager, compiled = figures.pop("eager"), figures.pop("compiled")
+    figures["speed-up"] = figures["eager ms/step"] / figures["compiled ms/step"]
+    figures["compile s"] = compiled[0] - eager[0]
+    rows.append((f"{net.split('.')[-1]}, batch {batch}", figures))
+
+
+def photos(check: Check, rows: Rows) -> None:
+    """``benchmarks.photos --device cuda --train``: img/s of the three pipelines, and ResNet-18 on each."""
+    if check.dry:
+        sizes = ["--images=20", "--photo-size=64x48", "--epochs=1", "--sizes=32", "--batch-size=4"]
+        sizes += ["--workers=0", "--device=cpu"]
+    else:
+        sizes = ["--images=640", "--epochs=2", "--sizes=224", "--workers=8", "--device=cuda"]
+    _, text = check.child(["-m", "benchmarks.photos", *sizes, "--train"])
+    # Its table's row: size | a | b | c | decode | b/a | c/a | train a | b | c | c/a
+    (line,) = [line for line in text.splitlines() if line.startswith("| ") and " px |" in line]
+    cells = [float(cell.split()[0]) for cell in line.strip("| \n").split("|")[1:]]
+    names = ["a: reference img/s", "b: ours img/s", "c: resident img/s", "decode s", "b/a", "c/a"]
+    names += ["train a img/s", "train b img/s", "train c img/s", "train c/a"]
+    rows.append((line.split("|")[1].strip(), dict(zip(names, cells, strict=True))))
+
+
+def data_parallel(check: Check, rows: Rows) -> None:
+    """A 1-GPU ``dp`` fit and a 1-process ``ddp`` fit (nccl on a GPU, gloo on CPU), one epoch each."""
+    backend = "gloo" if check.dry else "nccl"
+    for strategy, label in (("dp", "dp, 1 device"), ("ddp", f"ddp, 1 process, {backend}")):
+        r = check.fit(
+            strategy,
+            "fashion_mnist.yaml",
+            f"--trainer.strategy={strategy}",
+            "--trainer.devices=1",
+            "--trainer.max_epochs=1",
+        )
+        figures = {"test acc": r["test_acc"], "img/s, epoch 1": throughput(r)["img_per_s"]}
+        figures["fit s"] = r["fit_seconds"]
+        rows.append((label, {**figures, "wall s": r["wall_seconds"]}))
+
+
+# Key (--parts), title, function, seconds on the GPU: 455 s, 8 minutes with the wheels' install.
+PARTS = [
+    ("tests", "pytest -m gpu", gpu_tests, 90),
+    ("ratios", "template / bare loop", ratios, 150),
+    ("fm93", "configs/fashion_mnist_93.yaml", fashion_mnist_93, 60),
+    ("compile", "compile vs eager", compile_vs_eager, 70),
+    ("photos", "photos (benchmarks.photos)", photos, 40),
+    ("dp", "dp and ddp fits", data_parallel, 45),
+]
