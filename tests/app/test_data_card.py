@@ -7,9 +7,10 @@ import warnings
 
 import onnx
 import torch
-from helpers.cli import check, run_app, run_folder
+from helpers.cli import check, needs_export, run_app, run_folder
 
 
+@needs_export
 def test_predict_and_export_after_the_training_data_is_deleted(image_folder_root, tmp_path):
     root = shutil.copytree(image_folder_root, tmp_path / "images")
     photos = shutil.copytree(root / "test", tmp_path / "new_photos")

@@ -8,13 +8,14 @@ import shutil
 import onnx
 import torch
 import torchvision
-from helpers.cli import check, run_app, run_folder
+from helpers.cli import check, needs_export, run_app, run_folder
 from helpers.data_files import write_photo_folder
 from torchvision.models import ResNet34_Weights
 
 from models.nets import weights as hub
 
 
+@needs_export
 def test_finetune_preset_trains_the_head_of_cached_resnet34_weights_and_exports(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
     torch.manual_seed(0)

@@ -2,6 +2,7 @@
 boundary is what is tested (launchers, signals, kills). Both shrink the run the same way."""
 
 import csv
+import importlib.util
 import io
 import json
 import logging
@@ -14,6 +15,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +30,10 @@ SHRINK = [
     "--data.val_size=0.2",
     "--trainer.logger=AppendingCSVLogger",
 ]
+# On a test that runs `python -m app export`: skipped where that optional part (app/export/) was dropped.
+needs_export = pytest.mark.skipif(
+    importlib.util.find_spec("app.export") is None, reason="the export part (app/export/) was dropped"
+)
 SHRINK_WANDB = [arg for arg in SHRINK if not arg.startswith("--trainer.logger")]  # the default logger
 
 

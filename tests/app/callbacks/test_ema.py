@@ -13,6 +13,7 @@ from helpers.cli import (
     load_probe,
     logged,
     max_difference,
+    needs_export,
     probe,
     run_app,
     run_folder,
@@ -76,6 +77,7 @@ def test_checkpoints_validation_and_tests_hold_the_average(ema_run):
         assert logged(run)[metric][-1] == pytest.approx(fit[metric][-1], rel=1e-6)
 
 
+@needs_export
 def test_predict_and_onnx_export_give_the_average(ema_run, mnist_root):
     run, best = ema_run
     check(run_app("predict", f"--ckpt_path={best}", configs=(str(run / "config.yaml"),), cwd=run.parents[2]))

@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers.cli import callback, check, logged, run_app, run_folder, run_process
+from helpers.cli import callback, check, logged, needs_export, run_app, run_folder, run_process
 from helpers.data_files import write_split
 
 TRAIN, VAL, TEST = [12, 12, 12], [3, 5, 7], [4, 4, 4]  # images per class; no share of train/ has VAL's
@@ -73,6 +73,7 @@ def test_val_validates_test_tests_and_without_val_train_is_carved(layout, loader
     assert cached == (sorted(layout.split("/")) if loader == "resident" else [])
 
 
+@needs_export
 def test_test_on_val_tests_and_predicts_val_with_balanced_sampling_and_exports(tmp_path):
     root = image_folder(tmp_path / "images", "train/val")
     probe = tmp_path / "probe"
