@@ -37,6 +37,8 @@ def test_print_config_lists_every_callback_and_plugin_the_trainer_runs(mnist_roo
         "app.callbacks.last_checkpoint.LastCheckpoint",
         "app.callbacks.nan_stop.StopOnNonFiniteLoss",
         "app.runs.config.RunConfig",  # RUN/config.yaml itself
+        # trainer.enable_model_summary's: Lightning's Rich one, as the progress bar is Rich.
+        "lightning.pytorch.callbacks.rich_model_summary.RichModelSummary",
         "helpers.trainer_probe.TrainerProbe",
     }
     assert set(ran["callbacks"]) == {qualified(path) for path in listed} | forced
