@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup upgrade fashion-mnist train test lint format bench docker-test
+.PHONY: setup upgrade fashion-mnist train test lint format bench
 
 setup: $(VENV)/.installed
 
@@ -53,10 +53,4 @@ bench: setup fashion-mnist
 	$(PYTHON) -m benchmarks
 	$(PYTHON) -m benchmarks --recipe configs/fashion_mnist_fast.yaml
 
-# The Dockerfile built with buildah on a base of Debian's and PyPI's packages, then a short fit, a
-# torchrun fit and an export in the image as its user (scripts/docker-smoke.sh); root only.
-docker-test: setup fashion-mnist
-	@command -v buildah >/dev/null && command -v debootstrap >/dev/null \
-		|| $(SUDO) apt-get install -y -qq buildah debootstrap \
-		|| { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq buildah debootstrap; }
-	$(SUDO) env PYTHON=$(PYTHON) scripts/docker-smoke.sh
+include docker.mk  # make docker-test; an optional part (Docker)
