@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup upgrade fashion-mnist train test lint format bench
+.PHONY: setup upgrade fashion-mnist train test lint format
 
 setup: $(VENV)/.installed
 
@@ -47,10 +47,5 @@ format: setup
 	$(PYTHON) -m ruff check --fix .
 	$(PYTHON) -m ruff format .
 
-# The template against a plain loop and the seed scripts' loop, then the fast preset's time to
-# accuracy (benchmarks/README.md).
-bench: setup fashion-mnist
-	$(PYTHON) -m benchmarks
-	$(PYTHON) -m benchmarks --recipe configs/fashion_mnist_fast.yaml
-
+include benchmarks/bench.mk  # make bench; an optional part (benchmarks)
 include docker.mk  # make docker-test; an optional part (Docker)

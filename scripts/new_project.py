@@ -69,7 +69,7 @@ def readme(answers: dict, kept: list[str]) -> str:
 
 {answers["description"]}
 
-Made from the Lightning CNN template ({source}), whose README documents every command, preset and option.
+Made from the Lightning CNN template, {source}: its README documents every command, preset and option.
 
 ## Two commands
 
@@ -94,7 +94,8 @@ Optional parts of the template kept here:
 ## Updating from the template
 
 The template's answers are in `.copier-answers.yml` (commit it; do not edit it). To take the template's
-later changes, with a clean git tree:
+later changes, with everything committed (copier comes with the dev extra: `.venv/bin/copier` after
+`make setup`; it needs git):
 
 ```bash
 copier update --trust        # add --defaults to keep every earlier answer without asking
