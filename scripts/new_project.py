@@ -108,23 +108,26 @@ unmerged (`git status`). Edit the file to what it should say, remove the markers
 """
 
 
-def remove_empty_folders() -> None:
-    """The folders copier made for parts it left out (docs/ without the migration guide)."""
-    for folder in sorted(Path().rglob("*"), key=lambda p: len(p.parts), reverse=True):
-        if folder.is_dir() and ".git" not in folder.parts and not any(folder.iterdir()):
-            folder.rmdir()
+def remove_emptied_folders(paths: list[str]) -> None:
+    """The folders above ``paths`` (a dropped part's) that copier made though nothing is left in them
+    (docs/ without the migration guide); never a folder holding anything."""
+    for path in paths:
+        for folder in list(Path(path).parents)[:-1]:
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
 
 
 def main() -> None:
     template, answers = Path(sys.argv[1]), json.loads(sys.argv[2])
     definition = parts(template)
     for name, part in definition.items():
-        if name not in answers["parts"] and "line" in part:
-            drop_line(Path(part["line"]["file"]), part["line"]["naming"])
+        if name not in answers["parts"]:
+            remove_emptied_folders(part["paths"])
+            if "line" in part:
+                drop_line(Path(part["line"]["file"]), part["line"]["naming"])
     rename(answers["project_name"], answers["description"], answers["author"])
     train_on(answers["dataset"])
     Path("README.md").write_text(readme(answers, [p for p in definition if p in answers["parts"]]))
-    remove_empty_folders()
 
 
 if __name__ == "__main__":
