@@ -125,7 +125,8 @@ class CLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand]
-        if self.subcommand != "fit" and not config.get("ckpt_path") and not config.get("untrained"):
+        takes_weights = self.subcommand != "fit" and "ckpt_path" in config
+        if takes_weights and not config.get("ckpt_path") and not config.get("untrained"):
             raise UsageError(
                 f"{self.subcommand} needs trained weights: pass --ckpt_path RUN/checkpoints/FILE.ckpt "
                 "(or --untrained true for the model as built)"
@@ -232,7 +233,8 @@ class CLI(LightningCLI):
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
-        return {**LightningCLI.subcommands(), "export": {"model", "datamodule"}}
+        extra = {"export": {"model", "datamodule"}, "shard": {"model", "datamodule"}}
+        return {**LightningCLI.subcommands(), **extra}
 
 
 def main(args: list[str] | None = None) -> None:

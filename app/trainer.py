@@ -121,6 +121,13 @@ class Trainer(lightning.Trainer):
             export.write(model, sample, path, format)
         return path
 
+    def shard(self, model: LightningModule, datamodule: LightningDataModule, output: str) -> str:
+        """Write the data's splits as LitData shards to ``output``, a folder or ``s3://bucket/prefix``
+        (the streaming part: ``data/streaming``), for ``--data StreamingDataModule --data.root OUTPUT``."""
+        from data.streaming.writer import shard
+
+        return shard(datamodule, output)
+
 
 def _as_list(value: object) -> list:
     return [] if value is None else value if isinstance(value, list) else [value]
