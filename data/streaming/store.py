@@ -108,6 +108,14 @@ class Location:
 
     def check_bucket(self) -> None:
         """Raise a DataError where the bucket is missing, the keys are refused or the endpoint is silent."""
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or ""
+        if endpoint.startswith("http://"):
+            # LitData moves chunks with obstore, which it configures for HTTPS only.
+            raise DataError(
+                f"{self.url}: AWS_ENDPOINT_URL {endpoint} is plain HTTP; LitData reads and writes shards "
+                "over HTTPS only: serve the endpoint over HTTPS (AWS_CA_BUNDLE and SSL_CERT_FILE name a "
+                "private CA)"
+            )
         self.s3_call("head_bucket", Bucket=self.bucket)
 
     def is_empty(self) -> bool:
