@@ -90,11 +90,26 @@ def splits(datamodule: Any) -> dict[str, Any]:
     return found
 
 
-def shard(datamodule: Any, output: str, workers: int | None = None, chunk_bytes: str = "64MB") -> str:
+def shard(
+    datamodule: Any,
+    output: str,
+    workers: int | None = None,
+    chunk_bytes: str = "64MB",
+    chunk_size: int | None = None,
+) -> str:
     """Write ``datamodule``'s splits as LitData shards to ``output`` (a folder or ``s3://bucket/prefix``).
 
     Refuses an output that already holds anything (no overwrite, no resume): delete it to write again.
-    Returns ``output``.
+
+    Args:
+        datamodule: any DataModule here (its ``setup`` gives the splits).
+        output: a folder, or ``s3://bucket/prefix`` (the bucket must exist).
+        workers: writer processes; None: one a core.
+        chunk_bytes: the size of a chunk (LitData's shard file), the unit that is downloaded.
+        chunk_size: samples a chunk instead, if given.
+
+    Returns:
+        ``output``.
     """
     require_litdata()
     from litdata import optimize
@@ -122,7 +137,7 @@ def shard(datamodule: Any, output: str, workers: int | None = None, chunk_bytes:
                 fn=encode,
                 inputs=items,
                 output_dir=target.join(name),
-                chunk_bytes=chunk_bytes,
+                **({"chunk_size": chunk_size} if chunk_size else {"chunk_bytes": chunk_bytes}),
                 num_workers=max(1, min(workers or cores, len(items))),
                 reorder_files=False,
                 keep_data_ordered=True,
