@@ -1,8 +1,10 @@
 """A run stopped mid-epoch and resumed with --ckpt_path last takes each remaining sample of the epoch once."""
 
+import signal
+
 import pytest
 import torch
-from helpers.cli import callback, check, load_probe, max_difference, probe, run_app, run_folder
+from helpers.cli import callback, check, load_probe, max_difference, probe, run_app, run_folder, run_process
 from helpers.streaming_record import recorded
 
 # 540 training samples at batch 27: 20 steps an epoch, 40 in all; SIGTERM after step 25 (epoch 2).
@@ -55,4 +57,31 @@ def test_mid_epoch_resume_takes_each_remaining_sample_once(workers, mnist_shards
     assert second_epoch == by_epoch(uninterrupted, 1)
     end, reference = load_probe(cut / "probe", "end", 0), load_probe(whole / "probe", "end", 0)
     assert end["global_step"] == reference["global_step"] == 40
+    assert max_difference(end["weights"], reference["weights"]) == 0
+
+
+@pytest.mark.distributed  # a process of its own, killed
+def test_resume_after_sigkill_from_the_last_checkpoint(mnist_shards, tmp_path, monkeypatch):
+    """SIGKILL after step 27, last.ckpt from step 25: the resumed run retrains steps 25 and 26 (what the
+    kill lost) and takes the rest of the epoch once, in the uninterrupted order, to its weights."""
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    every = ["--last_checkpoint.every_n_steps=5"]
+    monkeypatch.setenv("STREAMING_RECORD", str(whole / "record"))
+    check(fit(whole, mnist_shards, 2, *every, probe(whole / "probe")))
+    monkeypatch.setenv("STREAMING_RECORD", str(cut / "record"))
+    args = [*ARGS, f"--data.root={mnist_shards}", "--data.num_workers=2", *every]
+    killed = run_process(
+        "fit", *args, callback("helpers.stops.KillAt", step=27, rank=0), cwd=cut, shrink=False
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert torch.load(run_folder(cut) / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 25
+    before = [r for r in recorded(cut / "record") if r["step"] < 25]
+    monkeypatch.setenv("STREAMING_RECORD", str(cut / "record-resumed"))
+    check(fit(cut, mnist_shards, 2, *every, "--ckpt_path=last", probe(cut / "probe")))
+    after = recorded(cut / "record-resumed")
+    assert len(before) == 25 and len(after) == 15
+    second_epoch = by_epoch(before, 1) + by_epoch(after, 1)
+    assert second_epoch == by_epoch(recorded(whole / "record"), 1)
+    assert sorted(second_epoch) == list(range(540))
+    end, reference = load_probe(cut / "probe", "end", 0), load_probe(whole / "probe", "end", 0)
     assert max_difference(end["weights"], reference["weights"]) == 0
