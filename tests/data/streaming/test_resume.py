@@ -29,7 +29,8 @@ def by_epoch(records: list[dict], epoch: int) -> list[int]:
     return [i for r in records if r["epoch"] == epoch for i in r["indices"]]
 
 
-@pytest.mark.parametrize("workers", [0, 2])
+# Workers 0 is the simpler case of 2 (the SIGKILL test also runs 2 workers): left to `pytest -m slow`.
+@pytest.mark.parametrize("workers", [pytest.param(0, marks=pytest.mark.slow), 2])
 def test_mid_epoch_resume_takes_each_remaining_sample_once(workers, mnist_shards, tmp_path, monkeypatch):
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     monkeypatch.setenv("STREAMING_RECORD", str(whole / "record"))
