@@ -198,6 +198,22 @@ class StreamingDataModule(LightningDataModule):
             **options,
         )
 
+    def setup(self, stage: str) -> None:
+        """From S3 under DDP: each split's index fetched by one process per node before the others look.
+
+        LitData's processes on a node share one cache, and one that finds another fetching the index
+        gives up after a second and fails (seen on a loaded 2-core machine).
+        """
+        trainer = self.trainer
+        if trainer is None or trainer.world_size == 1 or not Location(self.root).remote:
+            return
+        wanted = {"fit": ["train", "val"], "validate": ["val"], "test": ["test"], "predict": ["test"]}
+        if trainer.local_rank == 0:
+            for split in wanted.get(stage, []):
+                if split in self.side["splits"]:
+                    self.dataset(split)  # downloads its index.json into the cache
+        trainer.strategy.barrier("streaming index")
+
     def dataloader(self, split: str, train: bool = False) -> Iterable:
         from litdata import StreamingDataLoader
 
