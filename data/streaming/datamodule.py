@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from jsonargparse.typing import NonNegativeInt, PositiveFloat, PositiveInt
 from lightning import LightningDataModule
+from torch.utils.data import DataLoader, Dataset
 from torchvision.io import ImageReadMode, decode_image
 from torchvision.transforms import v2
 
@@ -51,7 +52,25 @@ def make_shards(*args: Any, **kwargs: Any) -> Any:
                 image = self.image_transform(image)
             return image, int(item["label"]), int(item["index"])
 
+        def stored_index(self, i: int) -> int:
+            """The index in its split that sample ``i`` (LitData's order) was written with."""
+            return int(super().__getitem__(i)["index"])
+
     return ImageShards(*args, **kwargs)
+
+
+class ByPosition(Dataset):
+    """A split's samples by their position: a map-style data set for a torch DataLoader, the only kind
+    for which Lightning tells prediction writers which samples a batch holds."""
+
+    def __init__(self, shards: Any) -> None:
+        self.shards = shards
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.shards[i]
 
 
 class StreamingDataModule(LightningDataModule):
@@ -154,7 +173,8 @@ class StreamingDataModule(LightningDataModule):
         _ = self.side
 
     def predict_id(self, i: int) -> int:
-        return i
+        """The test-split index that prediction ``i`` is of (as the source DataModule numbered it)."""
+        return self.predict_set.shards.stored_index(i)
 
     @functools.cached_property
     def source(self) -> Any:
@@ -240,7 +260,10 @@ class StreamingDataModule(LightningDataModule):
         return self.dataloader("test")
 
     def predict_dataloader(self) -> Iterable:
-        return self.dataloader("test")
+        """The test split in its stored order, through a torch DataLoader (predictions.csv needs one)."""
+        self.predict_set = ByPosition(self.dataset("test"))
+        workers = self.workers()
+        return DataLoader(self.predict_set, batch_size=int(self.batch_size), num_workers=workers)
 
     def state_dict(self) -> dict:
         """The train loader's place in its epoch (LitData's state), saved in checkpoints."""

@@ -1,6 +1,9 @@
 """StreamingDataModule: the source's transforms in workers, uint8 batches normalized on the device."""
 
+import csv
+
 import torch
+from helpers.cli import check, run_app
 from torchvision.transforms import v2
 
 from data.streaming import StreamingDataModule
@@ -31,3 +34,18 @@ def test_the_training_transform_is_the_source_datamodules_augmentation(image_fol
     assert [type(step) for step in data.transform(train=False).transforms] == [v2.Resize, v2.CenterCrop]
     images, _, _ = next(iter(data.train_dataloader()))
     assert images.dtype == torch.uint8 and images.shape == (4, 3, 16, 16)
+
+
+def test_predict_writes_a_row_per_test_sample(mnist_shards, tmp_path):
+    check(
+        run_app(
+            "predict",
+            "--data=StreamingDataModule",
+            f"--data.root={mnist_shards}",
+            "--untrained=true",
+            cwd=tmp_path,
+        )
+    )
+    (predictions,) = tmp_path.glob("runs/*/*/predictions.csv")
+    rows = list(csv.DictReader(predictions.open()))
+    assert sorted(int(row["index"]) for row in rows) == list(range(251))
