@@ -45,7 +45,9 @@ def make_shards(*args: Any, **kwargs: Any) -> Any:
             if not isinstance(item, dict):
                 return item
             mode = ImageReadMode.GRAY if self.grey else ImageReadMode.RGB
-            image = decode_image(torch.frombuffer(bytearray(item["image"]), dtype=torch.uint8), mode=mode)
+            encoded = torch.frombuffer(bytearray(item["image"]), dtype=torch.uint8)
+            # Upright by its EXIF orientation, as the image folder's loaders turn a camera's photo.
+            image = decode_image(encoded, mode=mode, apply_exif_orientation=True)
             with torch.random.fork_rng(devices=[]):
                 key = hash((self.seed, self.current_epoch, int(item["index"])))
                 torch.default_generator.manual_seed(key & (2**63 - 1))

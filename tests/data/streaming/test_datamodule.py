@@ -49,3 +49,36 @@ def test_predict_writes_a_row_per_test_sample(mnist_shards, tmp_path):
     (predictions,) = tmp_path.glob("runs/*/*/predictions.csv")
     rows = list(csv.DictReader(predictions.open()))
     assert sorted(int(row["index"]) for row in rows) == list(range(251))
+
+
+def test_a_sideways_camera_photo_is_decoded_upright_as_the_folder_reads_it(tmp_path):
+    from PIL import Image
+
+    from data.image_folder import ImageFolderDataModule
+    from data.image_folder.photos import read_photo
+    from data.streaming.datamodule import make_shards
+    from data.streaming.writer import shard
+
+    for k, name in enumerate(["a", "b"]):
+        folder = tmp_path / "photos" / "train" / name
+        folder.mkdir(parents=True)
+        for i in range(3):
+            pixels = torch.randint(
+                0, 256, (40, 64, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(i)
+            )
+            exif = Image.Exif()
+            exif[0x0112] = 6 if (k, i) == (0, 0) else 1  # the first photo: stored sideways, turn 90 degrees
+            Image.fromarray(pixels.numpy()).save(folder / f"{i}.jpg", quality=95, exif=exif)
+    source = ImageFolderDataModule(str(tmp_path / "photos"), val_size=1)
+    shard(source, str(tmp_path / "s"), workers=1)
+    source.setup("fit")
+    shapes = []
+    for split, subset in (("train", source.train_set), ("val", source.val_set)):
+        shards = make_shards(str(tmp_path / "s" / split), transform=lambda image: image, grey=False)
+        for position in range(len(shards)):
+            image, _, index = shards[position]
+            expected = read_photo(subset.dataset.samples[subset.indices[index]][0])
+            assert image.shape == expected.shape
+            assert (image.int() - expected.int()).abs().float().mean() < 2  # two JPEG decoders
+            shapes.append(tuple(image.shape[-2:]))
+    assert sorted(shapes) == [(40, 64)] * 5 + [(64, 40)]
