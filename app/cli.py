@@ -188,6 +188,9 @@ class CLI(LightningCLI):
     def before_export(self) -> None:
         self.check_fits()
 
+    def after_shard(self) -> None:
+        folder.discard(self.run)  # it writes nothing there
+
     @property
     def tests_after_fit(self) -> bool:
         """``--test_after_fit``, where the data has a test split (an image folder's test/ is optional)."""

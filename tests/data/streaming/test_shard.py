@@ -30,6 +30,7 @@ def test_an_image_folder_is_stored_as_its_files_bytes(image_folder_root, tmp_pat
             shrink=False,
         )
     )
+    assert not list(tmp_path.glob("runs/*/*"))  # shard leaves no run folder behind
     side = json.loads((tmp_path / "s" / "streaming.json").read_text())
     assert side["splits"] == {"train": 30, "val": 6, "test": 36}
     assert side["card"]["class_names"] == ["class_0", "class_1", "class_2"]
