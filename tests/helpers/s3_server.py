@@ -132,7 +132,7 @@ class S3Server:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
-                self.process.wait(15)
+                self.process.wait(5)  # its volume server waits 10 s before stopping: not needed here
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
