@@ -1,5 +1,6 @@
 """The command line: LightningCLI over ``models`` and ``data``, one run folder per run, one-line errors."""
 
+import importlib.util
 import shlex
 import signal
 import sys
@@ -131,7 +132,8 @@ class CLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand]
-        if self.subcommand != "fit" and not config.get("ckpt_path") and not config.get("untrained"):
+        takes_weights = self.subcommand != "fit" and "ckpt_path" in config
+        if takes_weights and not config.get("ckpt_path") and not config.get("untrained"):
             raise UsageError(
                 f"{self.subcommand} needs trained weights: pass --ckpt_path RUN/checkpoints/FILE.ckpt "
                 "(or --untrained true for the model as built)"
@@ -180,6 +182,9 @@ class CLI(LightningCLI):
             check_fits(ckpt, self.model, resume=self.subcommand == "fit")
 
     before_validate = before_test = before_predict = before_export = check_fits
+
+    def after_shard(self) -> None:
+        folder.discard(self.run)  # it writes nothing there
 
     @property
     def tests_after_fit(self) -> bool:
@@ -234,8 +239,10 @@ class CLI(LightningCLI):
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
-        exports = {"export": {"model", "datamodule"}} if hasattr(Trainer, "export") else {}  # app/export/
-        return {**LightningCLI.subcommands(), **exports}
+        parts = {"export": hasattr(Trainer, "export"), "shard": importlib.util.find_spec("data.streaming")}
+        # The optional parts that add a subcommand, where they are.
+        extra = {name: {"model", "datamodule"} for name, present in parts.items() if present}
+        return {**LightningCLI.subcommands(), **extra}
 
 
 def main(args: list[str] | None = None) -> None:

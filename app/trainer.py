@@ -4,6 +4,7 @@ from typing import Any
 
 import lightning
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveInt
+from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.callbacks import ModelCheckpoint, ModelSummary, ProgressBar
 
 from app.callbacks.last_checkpoint import LastCheckpoint
@@ -74,6 +75,13 @@ class Trainer(lightning.Trainer):
             check_flags(self)
 
     from app.export import export  # optional part: app/export/ (python -m app export)
+
+    def shard(self, model: LightningModule, datamodule: LightningDataModule, output: str) -> str:
+        """Write the data's splits as LitData shards to ``output``, a folder or ``s3://bucket/prefix``
+        (the streaming part: ``data/streaming``), for ``--data StreamingDataModule --data.root OUTPUT``."""
+        from data.streaming.writer import shard
+
+        return shard(datamodule, output)
 
 
 def _as_list(value: object) -> list:

@@ -20,3 +20,4 @@ __all__ = [
 
 # Optional parts: each is its folder and this one line.
 from data.image_folder import ImageFolderDataModule as ImageFolderDataModule
+from data.streaming import StreamingDataModule as StreamingDataModule

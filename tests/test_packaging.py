@@ -67,5 +67,5 @@ def test_console_script_and_module_print_the_same_help(tmp_path):
     (script, script_err), (module, module_err) = (run.communicate(timeout=120) for run in runs)
     assert [run.returncode for run in runs] == [0, 0], script_err + module_err
     # argparse names the program after argv[0]: `app`, or `__main__.py` under `python -m`.
-    assert script.startswith("usage: app ") and "{fit,validate,test,predict,export}" in script
+    assert script.startswith("usage: app ") and "{fit,validate,test,predict,export,shard}" in script
     assert re.sub(r"^usage: \S+", "usage: app", module) == script
