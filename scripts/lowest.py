@@ -3,7 +3,7 @@
 The dependencies and the dev extra's (with the extras it names of this project): ``make test-lowest``
 installs with them and runs the tests, so the ranges pyproject.toml states are ranges that were tested.
 
-python scripts/lowest.py > lowest.txt
+python scripts/lowest.py [pyproject.toml] > lowest.txt
 """
 
 import sys
@@ -11,9 +11,9 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
+else:  # make test-lowest installs tomli there
     import tomli as tomllib
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
@@ -45,6 +45,6 @@ def lower_bound(req: Requirement) -> str:
 
 
 if __name__ == "__main__":
-    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    project = tomllib.loads(Path(sys.argv[1] if sys.argv[1:] else PYPROJECT).read_text())["project"]
     pins = {req.name.lower(): lower_bound(req) for req in requirements(project, ["dev"])}
     print("\n".join(pins[name] for name in sorted(pins)))
