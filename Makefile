@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup upgrade fashion-mnist train test lint format
+.PHONY: setup upgrade fashion-mnist train test test-lowest lint format
 
 setup: $(VENV)/.installed
 
@@ -36,6 +36,24 @@ test: setup fashion-mnist
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m pytest
+
+# The lowest versions pyproject.toml allows (scripts/lowest.py pins each requirement to its lower bound),
+# in a fresh .venv-lowest, on the tests of the CLI, resume, DDP and each dependency's use.
+LOWEST := .venv-lowest
+# Those of an optional part that was dropped are left out ($(wildcard)).
+LOWEST_TESTS ?= $(wildcard tests/app/test_cli.py tests/app/test_bad_input.py tests/app/test_internals.py \
+	tests/app/runs tests/app/distributed/test_distributed.py tests/app/callbacks/test_ema.py \
+	tests/app/export tests/app/pictures tests/data/image_folder/test_photos.py \
+	tests/models/test_backbone.py tests/test_sweeps.py)
+
+test-lowest: fashion-mnist
+	rm -rf $(LOWEST)
+	python3 -m venv $(LOWEST)
+	$(LOWEST)/bin/python -m pip install --quiet packaging 'tomli; python_version < "3.11"'
+	$(LOWEST)/bin/python scripts/lowest.py > $(LOWEST)/constraints.txt
+	cat $(LOWEST)/constraints.txt
+	$(LOWEST)/bin/python -m pip install --quiet -c $(LOWEST)/constraints.txt -e ".[dev]"
+	$(LOWEST)/bin/python -m pytest -p no:cacheprovider $(LOWEST_TESTS)
 
 lint: setup
 	$(PYTHON) -m ruff check .

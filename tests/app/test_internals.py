@@ -58,8 +58,11 @@ def test_private_names_are_few_and_in_internals_only():
 
 
 def test_the_check_sees_a_private_name_and_an_override(tmp_path, monkeypatch):
-    """The control: a reach into Lightning's privates, and an override of one, are both found."""
-    assert "_set_pg_timeout" in private_names(PROJECT / "app" / "internals.py")
+    """The control: a reach into torch.distributed's privates, and an override of Lightning's, are found."""
+    (tmp_path / "reaching.py").write_text(
+        "import torch.distributed as dist\n\ndist.distributed_c10d._set_pg_timeout(None)\n"
+    )
+    assert private_names(tmp_path / "reaching.py") == ["_set_pg_timeout"]
     (tmp_path / "overriding.py").write_text(
         "from lightning.pytorch.strategies import DDPStrategy\n\n\n"
         "class Mine(DDPStrategy):\n    def _configure_launcher(self):\n        pass\n"
