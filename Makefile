@@ -38,7 +38,8 @@ test: setup fashion-mnist
 	$(PYTHON) -m pytest
 
 # The lowest versions pyproject.toml allows (scripts/lowest.py pins each requirement to its lower bound),
-# in a fresh .venv-lowest, on the tests of the CLI, resume, DDP and each dependency's use.
+# in a fresh .venv-lowest, on the tests of the CLI, resume, DDP and each dependency's use
+# (`make test-lowest LOWEST_TESTS=tests`: the whole suite).
 LOWEST := .venv-lowest
 # Those of an optional part that was dropped are left out ($(wildcard)).
 LOWEST_TESTS ?= $(wildcard tests/app/test_cli.py tests/app/test_bad_input.py tests/app/test_internals.py \
