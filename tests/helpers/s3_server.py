@@ -52,7 +52,7 @@ class S3Server:
         command = [
             binary, "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.folder / 'data'}",
             f"-master.port={master}", f"-master.port.grpc={master_grpc}", "-master.volumeSizeLimitMB=64",
-            f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}", "-volume.max=20",
+            f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}", "-volume.max=0",
             f"-filer.port={filer}", f"-filer.port.grpc={filer_grpc}",
             "-s3", f"-s3.port={s3}", f"-s3.port.grpc={s3_grpc}", f"-s3.config={config}",
             f"-s3.port.https={https}", f"-s3.cert.file={self.server_cert}", f"-s3.key.file={key}",

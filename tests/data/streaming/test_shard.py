@@ -5,11 +5,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from helpers.cli import check, run_app
 from litdata import StreamingDataset
 from PIL import Image
 
-from data.image_folder import ImageFolderDataModule
 from data.mnist import MNISTDataModule
 
 
@@ -19,6 +19,7 @@ def read_back(split: Path) -> list[dict]:
 
 
 def test_an_image_folder_is_stored_as_its_files_bytes(image_folder_root, tmp_path):
+    ImageFolderDataModule = pytest.importorskip("data.image_folder").ImageFolderDataModule  # an optional part
     check(
         run_app(
             "shard",
