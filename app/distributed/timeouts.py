@@ -6,8 +6,6 @@ from typing import Any
 import torch.distributed as dist
 from lightning import Callback, LightningModule, Trainer
 
-from app.internals import set_collective_timeout
-
 
 class CollectiveTimeout(Callback):
     """After the first training step, a rank waits ``--trainer.collective_timeout`` seconds for the others.
@@ -32,5 +30,5 @@ class CollectiveTimeout(Callback):
     ) -> None:
         if self.pending is None:
             return
-        set_collective_timeout(self.pending)
+        dist.set_timeout(self.pending)  # public from torch 2.14, pyproject's lower bound
         self.pending = None
