@@ -21,7 +21,7 @@ class Trainer(lightning.Trainer):
 
     Args:
         collective_timeout: seconds a rank waits for the others in a collective, from the first
-            training step on, before the job fails; applied by the ``CollectiveTimeout`` callback
+            training step on, before the job fails; applied by the ``DistributedJob`` callback
             (until that step, and without it: Lightning's 1800).
         sync_batchnorm: BatchNorm over the global batch; works on CPU (gloo) too, where Lightning's
             own refuses.

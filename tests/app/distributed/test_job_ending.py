@@ -13,8 +13,8 @@ atexit.register(lambda: print("initialized at exit:", dist.is_initialized(), flu
 store = dist.FileStore(tempfile.mktemp(), 1)
 dist.init_process_group("gloo", store=store, rank=0, world_size=1)
 if sys.argv[1] == "setup":  # what the Trainer calls on every rank, spawned ones too
-    from app.distributed.ending import EndRanksTogether
-    EndRanksTogether().setup(None, None, "fit")
+    from app.distributed.job import DistributedJob
+    DistributedJob().setup(None, None, "fit")
 """
 
 

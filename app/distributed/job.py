@@ -1,0 +1,55 @@
+"""The ranks of a job: a short collective timeout once training runs, and an end together."""
+
+import atexit
+import signal
+from datetime import timedelta
+from typing import Any
+
+import torch.distributed as dist
+from lightning import Callback, LightningModule, Trainer
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+
+class DistributedJob(Callback):
+    """How the ranks of a job wait for each other, and end.
+
+    - **Timeout.** After the first training step a rank waits ``--trainer.collective_timeout`` seconds
+      for the others. Until then the process group keeps the one it was made with (Lightning's ddp
+      and fsdp: 1800 s), which also bounds the start: every rank joining (nodes start when their
+      scheduler lets them) and the first step (compilation, cuDNN tuning), as torchtitan does.
+    - **Ending.** When rank 0 fails, the ranks Lightning launched are killed: Lightning does so only
+      on Ctrl-C, and a rank not waiting in a collective would run on as an orphan holding the job's
+      terminal open (a failing child rank needs nothing: Lightning then kills them all). SIGTERM is
+      left alone: every rank stops at the same step and they save a checkpoint together.
+    - **Exit.** Every rank leaves its process group at exit: Lightning destroys it for NCCL only, and
+      a gloo group left to the interpreter's shutdown can abort its rank (pytorch issue 190489).
+    """
+
+    def __init__(self) -> None:
+        self.pending: timedelta | None = None  # the timeout to set after the next training step
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        # Here, not on import: this runs in every rank, spawned ones too, once the Trainer runs.
+        atexit.unregister(_leave_process_group)
+        atexit.register(_leave_process_group)
+        # Each run makes its process group anew, before this hook.
+        seconds = getattr(trainer, "collective_timeout", None)
+        distributed = dist.is_available() and dist.is_initialized()
+        self.pending = timedelta(seconds=seconds) if seconds is not None and distributed else None
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if self.pending is not None:
+            dist.set_timeout(self.pending)  # public from torch 2.14, pyproject's lower bound
+            self.pending = None
+
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        launcher = trainer.strategy.launcher
+        if not isinstance(exception, SIGTERMException) and getattr(launcher, "procs", None):
+            launcher.kill(signal.SIGKILL)
+
+
+def _leave_process_group() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
