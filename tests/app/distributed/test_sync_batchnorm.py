@@ -14,6 +14,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
+from app.distributed.job import DistributedJob
 from app.distributed.sync_batchnorm import CPUSyncBatchNorm, SyncBatchNormPlugin
 from models import ResNet
 
@@ -205,6 +206,8 @@ def test_lightning_ddp_spawn_with_sync_batchnorm_matches_one_process(tmp_path):
         enable_progress_bar=False,
         enable_model_summary=False,
         default_root_dir=tmp_path,
+        # As in the CLI's runs: a spawned rank whose gloo group outlives it can abort at exit.
+        callbacks=[DistributedJob()],
     )
     trainer.fit(model)
     assert type(model.net[1]) is nn.BatchNorm2d  # ddp_spawn brought rank 0's weights back

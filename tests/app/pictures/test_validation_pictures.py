@@ -17,6 +17,7 @@ from lightning import Trainer
 from matplotlib import colormaps
 from PIL import Image
 
+from app.distributed.job import DistributedJob
 from app.pictures import ValidationPictures
 from app.pictures import callback as validation_pictures
 from app.pictures.drawing import CELL, GAP, TEXT_UP_TO, TITLE, matrix_picture, title
@@ -45,7 +46,8 @@ def fit(
         "enable_progress_bar": False,
         "enable_model_summary": False,
         "default_root_dir": tmp_path,
-        "callbacks": [callback],
+        # DistributedJob as in the CLI's runs: a spawned rank whose gloo group outlives it can abort at exit.
+        "callbacks": [callback, DistributedJob()],
         **options,
     }
     ckpt_path = settings.pop("ckpt_path", None)
