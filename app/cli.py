@@ -123,7 +123,13 @@ class CLI(LightningCLI):
         try:
             super().parse_arguments(parser, args)
         except ArgumentError as err:
-            raise UsageError(one_line(str(err), given, parser)) from None
+            line = one_line(str(err), given, parser)
+            if config is not None and not parses(parser, given[0]):
+                line += (
+                    f"; it is in {config}, the run config of --ckpt_path, read before the flags: fix it "
+                    "there, or pass the network and data flags yourself with --config FILE"
+                )
+            raise UsageError(line) from None
         # Lightning reads hyperparameters from --ckpt_path right after parsing: check the file first.
         subcommand = self.config.get("subcommand")
         ckpt = self.config[subcommand].get("ckpt_path") if subcommand else None
@@ -305,6 +311,15 @@ def check_monitored(callbacks: list, monitorable: list[str] | None) -> None:
                 "--checkpoint.monitor" if isinstance(callback, ModelCheckpoint) else type(callback).__name__
             )
             raise UsageError(f"{flag} {key} is never logged; the model logs {', '.join(monitorable)}")
+
+
+def parses(parser: LightningArgumentParser, subcommand: str) -> bool:
+    """Whether ``subcommand`` with no flags parses: its default config files hold valid values."""
+    try:
+        parser.parse_args([subcommand])
+    except ArgumentError:
+        return False
+    return True
 
 
 def without_ckpt_path(args: list[str]) -> list[str]:

@@ -3,7 +3,7 @@
 import difflib
 import functools
 
-from jsonargparse import Namespace
+from jsonargparse import ArgumentError, Namespace
 from jsonargparse.typing import register_type, registered_types
 from lightning.pytorch.cli import LightningArgumentParser
 
@@ -50,8 +50,13 @@ def one_line(message: str, given: list[str], parser: Parser) -> str:
     actions = getattr(parser, "subcommands_action", None)
     if actions is None or subcommand not in actions.choices:
         return " ".join(message.split())
+    try:
+        defaults = actions.choices[subcommand].get_defaults()
+    except (ArgumentError, TypeError, ValueError):
+        # The bad value is in a default config file (a run's config.yaml), read again here: no hint.
+        return " ".join(message.split())
     # Every key a config of this subcommand can set, class options without their ``init_args`` level.
-    known = {key.replace(".init_args.", ".") for key in actions.choices[subcommand].get_defaults().keys()}  # noqa: SIM118 (Namespace: no __iter__)
+    known = {key.replace(".init_args.", ".") for key in defaults.keys()}  # noqa: SIM118 (Namespace: no __iter__)
     known |= {key.rsplit(".", 1)[0] for key in known}
     close, keys = [], [arg.removeprefix("--").split("=", 1)[0].removesuffix("+") for arg in given]
     for arg, key in zip(given, keys, strict=True):

@@ -437,3 +437,25 @@ def test_a_corrupt_run_config_names_the_file_and_its_checkpoint(mnist_root, tmp_
         "3: fix it, or pass the network and data flags yourself with --config FILE"
     )
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == files
+
+
+def test_a_run_config_naming_a_class_that_is_gone_says_where_it_is(mnist_root, tmp_path):
+    """A run made before a class was renamed: its config.yaml, read before the flags, is where to fix it."""
+    run_app("fit", f"--data.root={mnist_root}", "--test_after_fit=false", cwd=tmp_path)
+    (run,) = tmp_path.glob("runs/*/version_0")
+    (ckpt,) = (run / "checkpoints").glob("best-*.ckpt")
+    config = run / "config.yaml"
+    good = config.read_text()
+    config.write_text(good.replace("app.callbacks.predictions.PredictionsWriter", "app.gone.Writer"))
+    files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    line = error_line(run_app("test", f"--ckpt_path={ckpt}", cwd=tmp_path))
+    assert "app.gone.Writer" in line
+    assert line.endswith(
+        f"; it is in {config}, the run config of --ckpt_path, read before the flags: fix it there, "
+        "or pass the network and data flags yourself with --config FILE"
+    )
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == files
+    # A bad flag beside a good run config is the flag's fault alone.
+    config.write_text(good)
+    line = error_line(run_app("test", f"--ckpt_path={ckpt}", "--data.batch_size=0", cwd=tmp_path))
+    assert "batch_size" in line and "run config" not in line
