@@ -29,6 +29,10 @@ from data import DataError
 from data.contract import card, provided
 
 DEFAULTS = Path(__file__).resolve().parents[1] / "configs" / "defaults.yaml"
+# The optional parts that are programs of their own (not a Trainer method): python -m app NAME.
+COMMANDS = {
+    "tune": "app.tune.command",  # app/tune: search and cross-validate with Optuna
+}
 
 
 class Stopped(Exception):
@@ -253,20 +257,13 @@ class CLI(LightningCLI):
 
 def main(args: list[str] | None = None) -> None:
     """Run the CLI; problems the user can fix end in one ``error:`` line and exit status 1."""
+    given = sys.argv[1:] if args is None else args
+    if given[:1] and given[0] in COMMANDS:
+        importlib.import_module(COMMANDS[given[0]]).main(given[1:])
+        return
     process.prepare()
-    defaults = {"default_config_files": [str(DEFAULTS)]}
     try:
-        CLI(
-            models.ImageClassifier,
-            LightningDataModule,
-            trainer_class=Trainer,
-            subclass_mode_data=True,
-            auto_configure_optimizers=False,
-            parser_kwargs={command: defaults for command in CLI.subcommands()},
-            save_config_callback=RunConfig,
-            save_config_kwargs={"overwrite": True},
-            args=args,
-        )
+        build(CLI, args)
     except USER_ERRORS as err:
         fail(str(err))
     except FileNotFoundError as err:
@@ -285,6 +282,22 @@ def main(args: list[str] | None = None) -> None:
         sys.exit(128 + getattr(signal.Signals, stop.signal_name).value)
     finally:
         folder.unlock()
+
+
+def build(cli: type[CLI], args: list[str] | None) -> CLI:
+    """``cli`` (``CLI`` or a subclass) made as ``python -m app`` makes it: it parses ``args`` and runs."""
+    defaults = {"default_config_files": [str(DEFAULTS)]}
+    return cli(
+        models.ImageClassifier,
+        LightningDataModule,
+        trainer_class=Trainer,
+        subclass_mode_data=True,
+        auto_configure_optimizers=False,
+        parser_kwargs={command: defaults for command in CLI.subcommands()},
+        save_config_callback=RunConfig,
+        save_config_kwargs={"overwrite": True},
+        args=args,
+    )
 
 
 def follow_weights(model: object, datamodule: object) -> None:

@@ -1,0 +1,304 @@
+"""``python -m app tune``: a hyperparameter search (or a cross-validation) whose trials are fits.
+
+Every flag but ``--tune.*`` is ``fit``'s; each trial is ``python -m app fit FLAGS --KEY=VALUE ...`` in its
+own process, as a W&B agent runs it, so a trial can be a whole DDP job and no rank draws its own values.
+The study lives in ``ROOT/tune/NAME/`` (ROOT: ``--trainer.default_root_dir``).
+"""
+
+import math
+import os
+import signal
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+from jsonargparse import ArgumentError, ArgumentParser
+from jsonargparse.typing import PositiveFloat, PositiveInt
+from optuna.trial import TrialState
+
+from app.errors import USER_ERRORS, UsageError, fail
+from app.tune import results
+from app.tune.probe import Base, probe
+from app.tune.space import Space, load
+from app.tune.study import (
+    ERROR,
+    HEARTBEAT,
+    RESUMES,
+    RUN,
+    SPACE,
+    SURPLUS,
+    Heartbeat,
+    fresh,
+    open_storage,
+    past_count,
+    requeue,
+    sqlite_elsewhere,
+    take_over,
+)
+from app.tune.trial import Fit, fit_command, run_fit
+
+
+@dataclass
+class Options:
+    """Search and cross-validate with Optuna; every other flag is fit's (python -m app fit --help).
+
+    Args:
+        space: a W&B sweep file (configs/sweeps/): its parameters, method, metric and early_terminate;
+            none: the config as it is, one trial (a cross-validation with --tune.folds).
+        trials: trials in the study, over all the tune processes that share it.
+        study_name: the study, kept in ROOT/tune/NAME/; default: the space file's name, or cv.
+        storage: where the study lives: none for ROOT/tune/NAME/study.db (SQLite, one machine); a
+            journal file PATH.log on a file system all machines see; or postgresql://USER:PASS@HOST/DB.
+        sampler: an Optuna sampler (class_path and init_args) in place of the space's method.
+        pruner: an Optuna pruner in place of the space's early_terminate.
+        folds: K >= 2: each trial's value is the mean over K fits, validating on fold I of K of the
+            training split (--data.folds K --data.fold I).
+        timeout: seconds after which no new trial starts (a running one finishes).
+    """
+
+    space: str | None = None
+    trials: PositiveInt = 20
+    study_name: str | None = None
+    storage: str | None = None
+    sampler: optuna.samplers.BaseSampler | None = None
+    pruner: optuna.pruners.BasePruner | None = None
+    folds: PositiveInt = 1
+    timeout: PositiveFloat | None = None
+
+
+class Stop(Exception):
+    """A signal asked this process to end."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def split(args: list[str]) -> tuple[list[str], list[str]]:
+    """``args`` parted into the ``--tune.*`` flags (and help) and fit's."""
+    tune, rest, i = [], [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("--tune.") or arg in ("-h", "--help"):
+            tune.append(arg)
+            takes_value = "=" not in arg and arg.startswith("--tune.") and i + 1 < len(args)
+            if takes_value and not args[i + 1].startswith("--"):
+                tune.append(args[i + 1])
+                i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return tune, rest
+
+
+def parse(args: list[str]) -> Options:
+    parser = ArgumentParser(prog="python -m app tune", exit_on_error=False, description=Options.__doc__)
+    parser.add_class_arguments(Options, "tune")
+    try:
+        return parser.instantiate_classes(parser.parse_args(args)).tune
+    except ArgumentError as err:
+        raise UsageError(str(err)) from None
+
+
+def main(args: list[str]) -> None:
+    """Run ``python -m app tune ARGS``; a problem the user can fix ends in one ``error:`` line."""
+    tune_args, fit_args = split(args)
+    signal.signal(signal.SIGTERM, raise_stop)
+    try:
+        options = parse(tune_args)
+        Tune(options, fit_args).run()
+    except USER_ERRORS as err:
+        fail(str(err))
+    except (Stop, KeyboardInterrupt) as stop:
+        signum = stop.signum if isinstance(stop, Stop) else signal.SIGINT
+        sys.stderr.write("tune: stopped; run the same command again to resume the study\n")
+        sys.exit(128 + signum)
+
+
+def raise_stop(signum: int, frame: object) -> None:
+    raise Stop(signum)
+
+
+class Tune:
+    """One tune process: checks everything first, then runs trials until the study has its count."""
+
+    def __init__(self, options: Options, fit_args: list[str]) -> None:
+        self.options, self.fit_args = options, fit_args
+        if options.space is None and options.folds == 1:
+            raise UsageError("tune needs --tune.space FILE (a search) or --tune.folds K (a cross-validation)")
+        self.base: Base = probe(fit_args, options.folds)
+        space = (
+            load(Path(options.space), self.base.monitor, self.base.mode)
+            if options.space
+            else Space({}, {}, self.base.monitor, self.base.mode)
+        )
+        self.base.check(space)  # every key, value and the metric, before anything is written
+        self.space = space
+        self.name = options.study_name or (Path(options.space).stem if options.space else "cv")
+        self.folder = self.base.root / "tune" / self.name
+        grid = space.size()
+        self.count = 1 if options.space is None else min(options.trials, grid or options.trials)
+        if grid is not None and options.trials > grid:
+            print(f"tune: the grid has {grid} points: {grid} trials", file=sys.stderr)
+        self.started = time.monotonic()
+
+    def open(self) -> tuple[optuna.Study, optuna.storages.BaseStorage]:
+        """The study, made by the first process that asks (which queues the config's own values first)."""
+        if self.options.storage is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        storage = open_storage(self.options.storage, self.folder)
+        sampler = self.options.sampler or self.space.sampler(self.base.seed)
+        pruner = self.options.pruner or self.space.pruner()
+        digest = self.space.digest() + f"-folds{self.options.folds}"
+        try:
+            study = optuna.create_study(
+                storage=storage,
+                study_name=self.name,
+                direction=self.space.direction,
+                sampler=sampler,
+                pruner=pruner,
+            )
+        except optuna.exceptions.DuplicatedStudyError:
+            study = optuna.load_study(study_name=self.name, storage=storage, sampler=sampler, pruner=pruner)
+            for _ in range(50):  # the process that made it may be a moment from marking it
+                if SPACE in study.user_attrs:
+                    break
+                time.sleep(0.1)
+            if study.user_attrs.get(SPACE) != digest:
+                where = self.options.storage or self.folder / "study.db"
+                raise UsageError(
+                    f"the study {self.name} in {where} was made with another search space, metric or "
+                    "--tune.folds; give another --tune.study_name"
+                ) from None
+            host = sqlite_elsewhere(storage, study)
+            if host:
+                raise UsageError(
+                    f"the study {self.name} is an SQLite file, which a tune process on {host} is using: "
+                    "SQLite serves one machine (its locks fail over network file systems); use "
+                    "--tune.storage PATH.log (a journal file) or postgresql://... for several"
+                ) from None
+            return study, storage
+        study.set_user_attr(SPACE, digest)
+        baseline, outside = self.base.baseline(self.space)
+        if outside:
+            print(f"tune: trial 0 is drawn: the config's {outside} is outside the space", file=sys.stderr)
+        else:
+            study.enqueue_trial(baseline, user_attrs={"baseline": True})
+        return study, storage
+
+    def run(self) -> None:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # the lines below say what happens
+        study, storage = self.open()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        print(
+            f"tune: study {self.name}, {self.count} trial(s) of {self.space.metric} "
+            f"({self.space.direction}); folder {self.folder}",
+            file=sys.stderr,
+        )
+        deadline = self.started + self.options.timeout if self.options.timeout else math.inf
+        try:
+            while True:
+                take_over(study, storage)
+                trials = study.get_trials(deepcopy=False)
+                queued = any(t.state == TrialState.WAITING for t in trials)
+                if not queued and len(fresh(trials)) >= self.count:
+                    if not any(t.state == TrialState.RUNNING for t in trials):
+                        break
+                    time.sleep(HEARTBEAT / 5)  # another process's trial: resume it should that process end
+                    continue
+                if time.monotonic() > deadline:
+                    print("tune: --tune.timeout reached; no new trial starts", file=sys.stderr)
+                    break
+                trial = study.ask(self.space.distributions_for_ask())
+                if past_count(study, trial, self.count):
+                    trial.set_user_attr(SURPLUS, True)  # another process drew the last one at the same time
+                    study.tell(trial, state=TrialState.FAIL)
+                    continue
+                self.run_trial(study, storage, trial)
+        finally:
+            results.write(study, self.folder, self.space, self.base)
+
+    def run_trial(
+        self, study: optuna.Study, storage: optuna.storages.BaseStorage, trial: optuna.Trial
+    ) -> None:
+        name = trial.user_attrs.get(RUN) or f"trial-{trial.number:03d}"
+        trial.set_user_attr(RUN, name)
+        values = {**self.space.fixed, **trial.params}
+        beat = Heartbeat(study, storage, trial.number, os.getpid())
+        started, fits = time.monotonic(), []
+        env = {**os.environ, "WANDB_RUN_GROUP": self.name}
+        try:
+            for fold in range(self.options.folds):
+                sub = name if self.options.folds == 1 else f"{name}/fold-{fold}"
+                extra = (
+                    {"data.folds": self.options.folds, "data.fold": fold} if self.options.folds > 1 else {}
+                )
+                channel = self.folder / sub
+                kept = results.fit_value(channel)
+                if kept is not None:
+                    fits.append(Fit([kept]))
+                    continue
+                command = fit_command(
+                    self.fit_args,
+                    {**values, **extra},
+                    sub,
+                    self.folder,
+                    channel,
+                    self.space.metric,
+                    channel.exists(),
+                )
+                fit = run_fit(command, channel, trial if fold == 0 else None, env)
+                fits.append(fit)
+                if fit.error or fit.pruned:
+                    break
+                if fit.best(self.space.direction) is None:
+                    fit.error = f"{self.space.metric} was never logged"
+                    break
+                results.keep_fit_value(channel, fit.best(self.space.direction))
+        except BaseException:
+            beat.stop()
+            requeue(
+                study, storage, study.get_trials(deepcopy=False)[trial.number], "stopped; queued to resume"
+            )
+            raise
+        beat.stop()
+        self.finish(study, trial, values, fits, time.monotonic() - started)
+
+    def finish(
+        self, study: optuna.Study, trial: optuna.Trial, values: dict, fits: list[Fit], seconds: float
+    ) -> None:
+        """Tell the study how the trial ended, and print its line."""
+        last = fits[-1]
+        shown = " ".join(
+            f"{key.rsplit('.', 1)[-1]}={value:.4g}"
+            if isinstance(value, float)
+            else f"{key.rsplit('.', 1)[-1]}={value}"
+            for key, value in values.items()
+        )
+        done = len(fresh(study.get_trials(deepcopy=False)))
+        head = f"trial {trial.number} [{done}/{self.count}] {shown}".rstrip()
+        if last.error:
+            trial.set_user_attr(ERROR, last.error)
+            study.tell(trial, state=TrialState.FAIL)
+            outcome = f"failed: {last.error}"
+        elif last.pruned:
+            study.tell(trial, state=TrialState.PRUNED)
+            outcome = (
+                f"pruned after {len(last.values)} validation(s) ({self.space.metric} {last.values[-1]:.4f})"
+            )
+        else:
+            scores = [fit.best(self.space.direction) for fit in fits]
+            value = statistics.fmean(scores)
+            if len(scores) > 1:
+                trial.set_user_attr("folds", scores)
+                trial.set_user_attr("std", statistics.stdev(scores))
+                spread = statistics.stdev(scores)
+                outcome = f"{self.space.metric} {value:.4f} ± {spread:.4f} over {len(scores)} folds"
+            else:
+                outcome = f"{self.space.metric} {value:.4f}"
+            study.tell(trial, value)
+        resumed = f" (resumes trial {trial.user_attrs[RESUMES]})" if RESUMES in trial.user_attrs else ""
+        print(f"{head}: {outcome}{resumed} ({seconds:.0f} s)", file=sys.stderr, flush=True)

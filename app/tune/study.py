@@ -1,0 +1,146 @@
+"""The study in its storage: SQLite by default, a journal file on a shared file system, or PostgreSQL.
+
+Several ``tune`` processes (on one machine or many) share one study and finish exactly the trials asked
+for: each trial claims a number from the storage, a number past the count is never run. A trial whose
+tune process is gone (its pid dead on this machine, or no heartbeat for ``GRACE`` seconds) is failed by
+whichever process sees it first (the storage lets only one) and queued again with the same values, to
+resume from its ``last.ckpt``.
+"""
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import optuna
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.storages import BaseStorage, JournalStorage, RDBStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import FrozenTrial, TrialState
+
+from app.errors import UsageError
+from app.tune.report import alive
+
+HEARTBEAT = 10  # seconds between a running trial's heartbeats
+GRACE = 6 * HEARTBEAT  # without a heartbeat this long, a trial's tune process is taken for dead
+HOST, BEAT, PID = "tune:host", "tune:heartbeat", "tune:pid"
+SPACE = "space"  # the study's user attribute: the hash of its search space
+RUN, RESUMES, SURPLUS, ERROR = "run", "resumes", "surplus", "error"  # trials' user attributes
+
+
+def open_storage(url: str | None, folder: Path, timeout: float = 10) -> BaseStorage:
+    """The storage at ``url`` (None: ``folder/study.db``); one ``error:`` line where it cannot be reached.
+
+    ``url``: an SQLAlchemy URL (``sqlite:///PATH``, ``postgresql://USER:PASSWORD@HOST/DB``) or a journal
+    file (``PATH.log``, or ``journal:PATH``) on a file system every machine sees.
+    """
+    url = url or f"sqlite:///{folder / 'study.db'}"
+    if url.startswith("journal:") or url.endswith(".log"):
+        path = Path(url.removeprefix("journal:"))
+        if not path.parent.is_dir():
+            raise UsageError(f"--tune.storage {url}: the folder {path.parent} does not exist")
+        return JournalStorage(JournalFileBackend(str(path)))
+    options = {"connect_args": {"connect_timeout": int(timeout)}} if url.startswith("postgres") else {}
+    try:
+        return RDBStorage(url, engine_kwargs=options)
+    except ModuleNotFoundError as err:
+        raise UsageError(
+            f"--tune.storage {url.split(':', 1)[0]}: its driver ({err.name}) is not installed; "
+            "pip install -e '.[tune]'"
+        ) from None
+    except Exception as err:  # SQLAlchemy's errors: a refused, unknown or unreachable server
+        reason = " ".join(str(getattr(err, "orig", None) or err).split())
+        raise UsageError(f"--tune.storage {hidden(url)}: cannot open it ({reason[:300]})") from None
+
+
+def hidden(url: str) -> str:
+    """``url`` without its password."""
+    head, at, tail = url.rpartition("@")
+    return f"{head.rsplit(':', 1)[0]}:***@{tail}" if at and head.count(":") >= 2 else url
+
+
+def sqlite_elsewhere(storage: BaseStorage, study: optuna.Study) -> str | None:
+    """The other machine whose tune process runs a trial of this SQLite study, if any."""
+    if not (isinstance(storage, RDBStorage) and storage.url.startswith("sqlite")):
+        return None
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        host = trial.system_attrs.get(HOST)
+        if host and host != socket.gethostname() and time.time() - trial.system_attrs.get(BEAT, 0) < GRACE:
+            return host
+    return None
+
+
+def fresh(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    """The trials that count towards the number asked for: not a resume, not drawn past the count."""
+    return [t for t in trials if RESUMES not in t.user_attrs and not t.user_attrs.get(SURPLUS)]
+
+
+def past_count(study: optuna.Study, trial: optuna.Trial, count: int) -> bool:
+    """Whether ``trial`` is beyond the ``count`` asked for (drawn by two processes at once)."""
+    if RESUMES in trial.user_attrs:
+        return False
+    numbers = sorted(t.number for t in fresh(study.get_trials(deepcopy=False)))
+    return trial.number not in numbers[:count]
+
+
+def dead(trial: FrozenTrial, now: float) -> bool:
+    """Whether a RUNNING trial's tune process is gone."""
+    attrs = trial.system_attrs
+    if HOST not in attrs:  # claimed a moment ago, not yet marked
+        return now - trial.datetime_start.timestamp() > GRACE
+    if attrs[HOST] == socket.gethostname() and not alive(attrs[PID]):
+        return True
+    return now - attrs.get(BEAT, 0) > GRACE
+
+
+def take_over(study: optuna.Study, storage: BaseStorage) -> list[int]:
+    """Queue again every RUNNING trial whose tune process is gone; returns their numbers."""
+    now = time.time()
+    gone = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if dead(t, now)]
+    why = "its tune process ended; queued to resume"
+    return [t.number for t in gone if requeue(study, storage, t, why)]
+
+
+class Heartbeat:
+    """Marks a running trial with this machine, this process and the time, every ``HEARTBEAT`` seconds."""
+
+    def __init__(self, study: optuna.Study, storage: BaseStorage, number: int, pid: int) -> None:
+        study_id = storage.get_study_id_from_name(study.study_name)
+        self.storage, self.trial_id = (
+            storage,
+            storage.get_trial_id_from_study_id_trial_number(study_id, number),
+        )
+        storage.set_trial_system_attr(self.trial_id, HOST, socket.gethostname())
+        storage.set_trial_system_attr(self.trial_id, PID, pid)
+        storage.set_trial_system_attr(self.trial_id, BEAT, time.time())
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.beat, daemon=True)
+        self.thread.start()
+
+    def beat(self) -> None:
+        while not self.done.wait(HEARTBEAT):
+            try:
+                self.storage.set_trial_system_attr(self.trial_id, BEAT, time.time())
+            except (UpdateFinishedTrialError, RuntimeError):
+                return
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def requeue(study: optuna.Study, storage: BaseStorage, trial: FrozenTrial, why: str) -> bool:
+    """Fail the RUNNING ``trial`` and queue it again (same values, same run folder), unless another
+    process did first; returns whether this one did."""
+    trial_id = storage.get_trial_id_from_study_id_trial_number(
+        storage.get_study_id_from_name(study.study_name), trial.number
+    )
+    try:
+        if not storage.set_trial_state_values(trial_id, TrialState.FAIL):
+            return False
+    except UpdateFinishedTrialError:
+        return False
+    storage.set_trial_user_attr(trial_id, ERROR, why)
+    origin = trial.user_attrs.get(RESUMES, trial.number)
+    study.enqueue_trial(trial.params, user_attrs={RUN: trial.user_attrs.get(RUN), RESUMES: origin})
+    return True
