@@ -99,7 +99,7 @@ class Base:
 
 
 def probe(args: list[str], folds: int) -> Base:
-    """fit's config for ``args`` (and fold 0 of ``folds``), model and data built; an error line if fit refuses."""
+    """fit's config for ``args`` (fold 0 of ``folds``), model and data built; an error line if fit refuses."""
     extra = [f"--data.folds={folds}", "--data.fold=0"] if folds > 1 else []
     argv, sys.argv = sys.argv, sys.argv[:1]  # LightningCLI warns where both it and args hold flags
     try:
