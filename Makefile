@@ -66,5 +66,6 @@ format: setup
 	$(PYTHON) -m ruff check --fix .
 	$(PYTHON) -m ruff format .
 
+include app/tune/tune.mk  # PostgreSQL for the tests of python -m app tune; an optional part (tune)
 include benchmarks/bench.mk  # make bench; an optional part (benchmarks)
 include docker.mk  # make docker-test; an optional part (Docker)

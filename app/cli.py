@@ -29,10 +29,6 @@ from data import DataError
 from data.contract import card, provided
 
 DEFAULTS = Path(__file__).resolve().parents[1] / "configs" / "defaults.yaml"
-# The optional parts that are programs of their own (not a Trainer method): python -m app NAME.
-COMMANDS = {
-    "tune": "app.tune.command",  # app/tune: search and cross-validate with Optuna
-}
 
 
 class Stopped(Exception):
@@ -258,8 +254,9 @@ class CLI(LightningCLI):
 def main(args: list[str] | None = None) -> None:
     """Run the CLI; problems the user can fix end in one ``error:`` line and exit status 1."""
     given = sys.argv[1:] if args is None else args
-    if given[:1] and given[0] in COMMANDS:
-        importlib.import_module(COMMANDS[given[0]]).main(given[1:])
+    if given and given[0].isidentifier() and (Path(__file__).parent / given[0] / "command.py").is_file():
+        # An optional part that is a program of its own, not a Trainer method (app/tune: python -m app tune).
+        importlib.import_module(f"app.{given[0]}.command").main(given[1:])
         return
     process.prepare()
     try:

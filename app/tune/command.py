@@ -139,10 +139,10 @@ class Tune:
         self.space = space
         self.name = options.study_name or (Path(options.space).stem if options.space else "cv")
         self.folder = self.base.root / "tune" / self.name
-        grid = space.size()
-        self.count = 1 if options.space is None else min(options.trials, grid or options.trials)
-        if grid is not None and options.trials > grid:
-            print(f"tune: the grid has {grid} points: {grid} trials", file=sys.stderr)
+        self.points = space.points()
+        self.count = 1 if options.space is None else len(self.points or []) or options.trials
+        if self.points is not None and options.trials != len(self.points):
+            print(f"tune: the grid has {self.count} points: {self.count} trials", file=sys.stderr)
         self.started = time.monotonic()
 
     def open(self) -> tuple[optuna.Study, optuna.storages.BaseStorage]:
@@ -182,6 +182,10 @@ class Tune:
                 ) from None
             return study, storage
         study.set_user_attr(SPACE, digest)
+        if self.points is not None:
+            for point in self.points:
+                study.enqueue_trial(point)
+            return study, storage
         baseline, outside = self.base.baseline(self.space)
         if outside:
             print(f"tune: trial 0 is drawn: the config's {outside} is outside the space", file=sys.stderr)

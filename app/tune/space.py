@@ -5,6 +5,7 @@ normal, a quantized log scale, weighted values, nested parameters) is refused, n
 """
 
 import hashlib
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -62,11 +63,8 @@ class Space:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def sampler(self, seed: int) -> optuna.samplers.BaseSampler:
-        """The sampler W&B's ``method`` names, seeded."""
-        if self.method == "grid":
-            return optuna.samplers.GridSampler(
-                {key: list(d.choices) for key, d in self.grid().items()}, seed=seed
-            )
+        """The sampler W&B's ``method`` names, seeded (a grid's points are queued instead: :meth:`points`)."""
+        self.points()  # a grid of ranges is refused now
         if self.method == "bayes":
             return optuna.samplers.TPESampler(seed=seed)
         return optuna.samplers.RandomSampler(seed=seed)
@@ -85,9 +83,16 @@ class Space:
                 )
         return grid
 
-    def size(self) -> int | None:
-        """How many points a grid has; None for other methods."""
-        return math.prod(len(d.choices) for d in self.grid().values()) if self.method == "grid" else None
+    def points(self) -> list[dict[str, Any]] | None:
+        """Every point of a grid, each queued as a trial when the study is made (Optuna's GridSampler
+        stops a study only inside ``optimize``, and ``tune`` asks and tells); None for other methods."""
+        if self.method != "grid":
+            return None
+        grid = self.grid()
+        return [
+            dict(zip(grid, values, strict=True))
+            for values in itertools.product(*(d.choices for d in grid.values()))
+        ]
 
     def pruner(self) -> optuna.pruners.BasePruner:
         """W&B's ``early_terminate: hyperband`` as successive halving (its brackets at min_iter x eta^k)."""

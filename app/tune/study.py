@@ -43,10 +43,10 @@ def open_storage(url: str | None, folder: Path, timeout: float = 10) -> BaseStor
     options = {"connect_args": {"connect_timeout": int(timeout)}} if url.startswith("postgres") else {}
     try:
         return RDBStorage(url, engine_kwargs=options)
-    except ModuleNotFoundError as err:
+    except ImportError:
         raise UsageError(
-            f"--tune.storage {url.split(':', 1)[0]}: its driver ({err.name}) is not installed; "
-            "pip install -e '.[tune]'"
+            f"--tune.storage {url.split(':', 1)[0]}://...: its database driver is not installed; "
+            "pip install -e '.[tune]' (PostgreSQL: psycopg)"
         ) from None
     except Exception as err:  # SQLAlchemy's errors: a refused, unknown or unreachable server
         reason = " ".join(str(getattr(err, "orig", None) or err).split())

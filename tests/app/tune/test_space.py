@@ -1,0 +1,127 @@
+"""The W&B sweep schema read as Optuna's: each method and distribution drawn through Optuna's own samplers
+(values inside the range, on the scale asked for), and what Optuna cannot draw refused in one line."""
+
+import math
+
+import optuna
+import pytest
+import yaml
+
+from app.errors import UsageError
+from app.tune.space import load
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def space_file(tmp_path, parameters: dict, **top):
+    path = tmp_path / "space.yaml"
+    path.write_text(
+        yaml.safe_dump({"metric": {"name": "val/acc", "goal": "maximize"}, "parameters": parameters, **top})
+    )
+    return path
+
+
+def draws(space, n: int = 40) -> list[dict]:
+    study = optuna.create_study(direction=space.direction, sampler=space.sampler(0), pruner=space.pruner())
+    for point in space.points() or []:  # a grid's, queued as tune queues them
+        study.enqueue_trial(point)
+    drawn = []
+    for _ in range(n):
+        trial = study.ask(space.distributions_for_ask())
+        drawn.append(trial.params)
+        study.tell(trial, sum(v for v in trial.params.values() if isinstance(v, int | float)))
+    return drawn
+
+
+@pytest.mark.parametrize("method", ["random", "bayes", "grid"])
+def test_each_method_draws_every_distribution_within_its_range(method, tmp_path):
+    parameters = {
+        "a.values": {"values": [32, 64, 128]},
+        "a.categorical": {"distribution": "categorical", "values": ["x", "y"]},
+        "a.int": {"distribution": "int_uniform", "min": 2, "max": 5},
+        "a.const": {"value": 7},
+        "a.constant": {"distribution": "constant", "value": "z"},
+    }
+    if method != "grid":
+        parameters |= {
+            "a.uniform": {"distribution": "uniform", "min": 0.1, "max": 0.3},
+            "a.inferred_float": {"min": 0.0, "max": 1.0},
+            "a.inferred_int": {"min": 1, "max": 3},
+            "a.q": {"distribution": "q_uniform", "min": 0.0, "max": 1.0, "q": 0.25},
+            "a.log": {"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-1},
+            "a.ln": {"distribution": "log_uniform", "min": math.log(1e-3), "max": math.log(1e-1)},
+        }
+    space = load(space_file(tmp_path, parameters, method=method), "val/loss", "minimize")
+    assert (space.metric, space.direction, space.method) == ("val/acc", "maximize", method)
+    assert space.fixed == {"a.const": 7, "a.constant": "z"}
+    drawn = draws(space, 24 if method == "grid" else 40)
+    for params in drawn:
+        assert params["a.values"] in (32, 64, 128) and params["a.categorical"] in ("x", "y")
+        assert params["a.int"] in range(2, 6) and isinstance(params["a.int"], int)
+        if method != "grid":
+            assert 0.1 <= params["a.uniform"] <= 0.3 and 0.0 <= params["a.inferred_float"] <= 1.0
+            assert params["a.inferred_int"] in (1, 2, 3)
+            assert params["a.q"] in (0.0, 0.25, 0.5, 0.75, 1.0)
+            assert 1e-4 <= params["a.log"] <= 1e-1 and 1e-3 - 1e-12 <= params["a.ln"] <= 1e-1 + 1e-12
+    if method == "grid":  # every point once
+        assert len(space.points()) == 3 * 2 * 4
+        assert len({tuple(sorted(p.items())) for p in drawn}) == 24
+    else:  # the log scale: a tenth of the draws or more in the lowest decade (uniform would give 0.1 %)
+        assert sum(p["a.log"] < 1e-3 for p in drawn) >= 4
+
+
+def test_hyperband_is_successive_halving_from_min_iter(tmp_path):
+    stop = {"type": "hyperband", "min_iter": 2, "eta": 2}
+    space = load(space_file(tmp_path, {"x": {"values": [1, 2]}}, early_terminate=stop), "val/acc", "maximize")
+    pruner = space.pruner()
+    assert isinstance(pruner, optuna.pruners.SuccessiveHalvingPruner)
+    # Trials that trail at the first rung (2 validations) are stopped there; none before it.
+    study = optuna.create_study(direction="maximize", pruner=pruner, sampler=optuna.samplers.RandomSampler(0))
+    for value in (0.9, 0.8, 0.7, 0.95):
+        trial = study.ask({"x": optuna.distributions.CategoricalDistribution([1, 2])})
+        trial.report(value, 0)
+        assert not trial.should_prune()
+        trial.report(value, 1)
+        trial.report(value, 2)
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED) if trial.should_prune() else study.tell(
+            trial, value
+        )
+    states = [t.state.name for t in study.trials]
+    assert "PRUNED" in states and states[0] == "COMPLETE"
+    no_stop = load(space_file(tmp_path, {"x": {"values": [1, 2]}}), "val/acc", "maximize")
+    assert isinstance(no_stop.pruner(), optuna.pruners.NopPruner)
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ({"distribution": "normal", "mu": 0, "sigma": 1}, "normal cannot be drawn by Optuna"),
+        ({"distribution": "q_log_uniform_values", "min": 1, "max": 10, "q": 1}, "q_log_uniform_values"),
+        ({"distribution": "log_normal", "mu": 0, "sigma": 1}, "log_normal"),
+        ({"distribution": "inv_log_uniform_values", "min": 1, "max": 10}, "inv_log_uniform_values"),
+        ({"distribution": "beta", "a": 1, "b": 1}, "beta"),
+        ({"values": [1, 2], "probabilities": [0.5, 0.5]}, "probabilities"),
+        ({"parameters": {"b": {"values": [1]}}}, "nested parameters"),
+        ({"values": [[1, 2], [3]]}, "is not a number, string"),
+        ({"distribution": "uniform", "min": 1.0}, "needs min and max"),
+        ({"distribution": "uniform", "min": 2.0, "max": 1.0}, "x.y"),
+    ],
+)
+def test_what_optuna_cannot_draw_is_refused_naming_the_key(spec, named, tmp_path):
+    with pytest.raises(UsageError) as raised:
+        load(space_file(tmp_path, {"x.y": spec}), "val/acc", "maximize")
+    message = str(raised.value)
+    assert message.startswith("parameter x.y:") and named in message and "\n" not in message
+
+
+def test_grid_over_a_continuous_range_is_refused(tmp_path):
+    space = load(space_file(tmp_path, {"lr": {"min": 0.1, "max": 0.2}}, method="grid"), "val/acc", "maximize")
+    with pytest.raises(UsageError, match="method grid needs listed values: lr"):
+        space.points()
+
+
+def test_the_space_hash_changes_with_the_space_and_only_with_it(tmp_path):
+    one = load(space_file(tmp_path, {"lr": {"min": 0.1, "max": 0.2}}), "val/acc", "maximize")
+    same = load(space_file(tmp_path, {"lr": {"min": 0.1, "max": 0.2}}), "val/acc", "maximize")
+    other = load(space_file(tmp_path, {"lr": {"min": 0.1, "max": 0.3}}), "val/acc", "maximize")
+    assert one.digest() == same.digest() != other.digest()
