@@ -41,6 +41,9 @@ from app.tune.study import (
 from app.tune.trial import Fit, fit_command, run_fit
 
 
+ALIKE = 3  # trials in a row failing with one error: the study stops (the next would fail alike)
+
+
 @dataclass
 class Options:
     """Search and cross-validate with Optuna; every other flag is fit's (python -m app fit --help).
@@ -95,7 +98,9 @@ def split(args: list[str]) -> tuple[list[str], list[str]]:
 
 
 def parse(args: list[str]) -> Options:
-    parser = ArgumentParser(prog="python -m app tune", exit_on_error=False, description=Options.__doc__)
+    parser = ArgumentParser(
+        prog="python -m app tune", exit_on_error=False, allow_abbrev=False, description=Options.__doc__
+    )
     parser.add_class_arguments(Options, "tune")
     try:
         return parser.instantiate_classes(parser.parse_args(args)).tune
@@ -107,6 +112,7 @@ def main(args: list[str]) -> None:
     """Run ``python -m app tune ARGS``; a problem the user can fix ends in one ``error:`` line."""
     tune_args, fit_args = split(args)
     signal.signal(signal.SIGTERM, raise_stop)
+    sys.argv = sys.argv[:1]  # fit's flags are parsed from a list: LightningCLI warns where argv holds them too
     try:
         options = parse(tune_args)
         Tune(options, fit_args).run()
@@ -144,6 +150,7 @@ class Tune:
         if self.points is not None and options.trials != len(self.points):
             print(f"tune: the grid has {self.count} points: {self.count} trials", file=sys.stderr)
         self.started = time.monotonic()
+        self.errors: list[str | None] = []  # how this process's trials ended: None where they did not fail
 
     def open(self) -> tuple[optuna.Study, optuna.storages.BaseStorage]:
         """The study, made by the first process that asks (which queues the config's own values first)."""
@@ -288,12 +295,19 @@ class Tune:
             trial.set_user_attr(ERROR, last.error)
             study.tell(trial, state=TrialState.FAIL)
             outcome = f"failed: {last.error}"
+            self.errors.append(last.error)
+            alike = self.errors[-ALIKE:] == [last.error] * ALIKE
+            if trial.user_attrs.get("baseline") or not self.options.space or alike:
+                # The config itself fails, or whatever is drawn: every trial would, for the same reason.
+                print(f"{head}: {outcome}", file=sys.stderr)
+                raise UsageError(f"trial {trial.number} failed, as the rest would: {last.error}")
         elif last.pruned:
             study.tell(trial, state=TrialState.PRUNED)
             outcome = (
                 f"pruned after {len(last.values)} validation(s) ({self.space.metric} {last.values[-1]:.4f})"
             )
         else:
+            self.errors.append(None)
             scores = [fit.best(self.space.direction) for fit in fits]
             value = statistics.fmean(scores)
             if len(scores) > 1:

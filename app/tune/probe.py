@@ -1,7 +1,6 @@
 """fit's flags read in this process, as ``python -m app fit`` reads them, before any trial runs: every key of
 the space an option of fit, each end of its range a value fit takes, the metric one the model logs."""
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,13 +100,10 @@ class Base:
 def probe(args: list[str], folds: int) -> Base:
     """fit's config for ``args`` (fold 0 of ``folds``), model and data built; an error line if fit refuses."""
     extra = [f"--data.folds={folds}", "--data.fold=0"] if folds > 1 else []
-    argv, sys.argv = sys.argv, sys.argv[:1]  # LightningCLI warns where both it and args hold flags
     try:
         build(Probe, ["fit", *args, *extra])
     except Probed as probed:
         return Base(probed.cli, args)
-    finally:
-        sys.argv = argv
     raise AssertionError("the probe's CLI ran past its Trainer")
 
 
