@@ -24,7 +24,10 @@ class TorchvisionDataModule(VisionDataModule):
         batch_size: samples per batch per device.
         num_workers: loader worker processes per device; None picks from the cores per device.
         val_size: training samples held out for validation (an int), or a fraction in (0, 1).
-        seed: seed of the train/val split and of each epoch's shuffle.
+        seed: seed of the train/val split (or folds) and of each epoch's shuffle.
+        folds: k-fold cross-validation: the training split cut into this many folds (2 or more),
+            stratified by class, drawn by ``seed``; ``val_size`` is then not used. None: no folds.
+        fold: with ``folds``, the fold validated on, 0 to ``folds - 1``; the others train.
         sampler: ``shuffle``, or ``balanced``: each class as often (see :class:`VisionDataModule`).
         loader: ``resident`` keeps each split as one uint8 tensor on the training device and
             augments whole batches there (fast); ``torch`` is the classic DataLoader with per-image
@@ -43,10 +46,12 @@ class TorchvisionDataModule(VisionDataModule):
         num_workers: NonNegativeInt | None = None,
         val_size: PositiveInt | OpenUnitInterval = 5000,
         seed: int = 42,
+        folds: PositiveInt | None = None,
+        fold: NonNegativeInt | None = None,
         sampler: Literal["shuffle", "balanced"] = "shuffle",
         loader: Literal["resident", "torch"] = "resident",
     ) -> None:
-        super().__init__(root, batch_size, num_workers, val_size, seed, sampler)
+        super().__init__(root, batch_size, num_workers, val_size, seed, sampler, folds=folds, fold=fold)
         self.download = download
         self.loader = loader
 

@@ -8,11 +8,13 @@ import torch
 from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt
 from lightning import LightningDataModule
 from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
+from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchvision.transforms import v2
 
+from data.folds import check_folds, fold_indices
 from data.samplers import BalancedEpochSampler, BalancedSampler, EpochSampler
 
 
@@ -92,6 +94,13 @@ class VisionDataModule(LightningDataModule):
         sampler: ``shuffle``: each epoch is the training set reshuffled; ``balanced``: each epoch
             draws as many samples, every class equally often, with replacement (for imbalanced
             classes; seeded likewise). Labels come from the data set's ``targets``.
+        folds: k-fold cross-validation: the training split cut into this many folds (2 or more),
+            stratified by class and drawn by ``seed``; ``val_size`` is then not used (a fold is a
+            K-th of the split). None: the ``val_size`` split.
+        fold: with ``folds``, the fold validated on, 0 to ``folds - 1``; the others train.
+
+    Anything fitted to the data (the class counts of ``--model.class_weights balanced``) is read from
+    ``train_set``, which never holds the validation fold.
     """
 
     num_classes: int
@@ -108,8 +117,12 @@ class VisionDataModule(LightningDataModule):
         val_size: PositiveInt | OpenUnitInterval = 0.1,
         seed: int = 42,
         sampler: Literal["shuffle", "balanced"] = "shuffle",
+        folds: PositiveInt | None = None,
+        fold: NonNegativeInt | None = None,
     ) -> None:
         super().__init__()
+        check_folds(folds, fold)
+        self.folds, self.fold = folds, fold
         self.root = root
         self.batch_size = batch_size
         self.num_workers = num_workers
@@ -148,7 +161,9 @@ class VisionDataModule(LightningDataModule):
         return v2.Compose([*steps, v2.ToDtype(torch.float32, scale=True), v2.Normalize(self.mean, self.std)])
 
     def setup(self, stage: str) -> None:
-        if stage in ("fit", "validate"):
+        if stage in ("fit", "validate") and self.folds:
+            self.split_folds(self.load(train=True))
+        elif stage in ("fit", "validate"):
             train = self.load(train=True)
             n_val = self.val_size if isinstance(self.val_size, int) else round(self.val_size * len(train))
             if not 0 < n_val < len(train):
@@ -163,6 +178,23 @@ class VisionDataModule(LightningDataModule):
             test = self.load(train=False)
             self.test_set = TransformedSubset(test, range(len(test)), self.eval_transform())
             self.predict_set = self.test_set
+
+    def split_folds(self, train: Dataset) -> None:
+        """``train_set`` and ``val_set`` of ``train``: fold ``fold`` validates, the others train."""
+        every = TransformedSubset(train, range(len(train)), self.eval_transform())
+        labels = self.labels(every, "--data.folds", "drop --data.folds")
+        train_indices, val_indices = fold_indices(labels, self.folds, self.fold, self.seed)
+        if not train_indices or not val_indices:
+            raise DataError(
+                f"--data.folds {self.folds} needs at least {self.folds} training samples, there are "
+                f"{len(train)}: pass fewer folds"
+            )
+        self.train_set = TransformedSubset(train, train_indices, self.train_transform(), self.seed)
+        self.val_set = TransformedSubset(train, val_indices, self.eval_transform())
+        rank_zero_info(
+            f"data: validating on fold {self.fold} of {self.folds} ({len(val_indices)} samples), "
+            f"training on the other {len(train_indices)}; --data.val_size is not used"
+        )
 
     def workers(self) -> int:
         """``num_workers``, or the cores per device minus one (at most 8; none if 2 or fewer,

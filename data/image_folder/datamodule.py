@@ -26,7 +26,8 @@ class ImageFolderDataModule(VisionDataModule):
     """Images in ``ROOT/train/<class>/*``, and optional ``ROOT/val/<class>/*`` and ``ROOT/test/<class>/*``.
 
     Validation reads ``ROOT/val`` where it exists (all of train/ then trains), else a share of train/
-    (``val_size``); testing reads ``ROOT/test``, or ``ROOT/val`` with ``test_on="val"``.
+    (``val_size``, or fold ``fold`` of ``folds``); testing reads ``ROOT/test``, or ``ROOT/val`` with
+    ``test_on="val"``.
 
     Training takes a random-resized crop of ``image_size`` (aspect kept), then flip and policy
     (:meth:`augmentation`, for both loaders); evaluation resizes the short side to
@@ -41,7 +42,11 @@ class ImageFolderDataModule(VisionDataModule):
         num_workers: loader worker processes per device; None picks from the cores per device.
         val_size: training images held out for validation (an int), or a fraction in (0, 1); not
             used where ``ROOT/val`` exists.
-        seed: seed of the train/val split and of each epoch's shuffle.
+        seed: seed of the train/val split (or folds) and of each epoch's shuffle.
+        folds: k-fold cross-validation: train/ cut into this many folds (2 or more), stratified by
+            class, drawn by ``seed``; ``val_size`` is then not used. Refused where ``ROOT/val``
+            exists, unless ``test_on="val"`` makes it the test split. None: no folds.
+        fold: with ``folds``, the fold validated on, 0 to ``folds - 1``; the others train.
         sampler: ``shuffle``, or ``balanced``: each class as often (see :class:`VisionDataModule`).
         predict_dir: folder of unlabelled images (subfolders allowed) that ``predict`` classifies;
             None predicts the test split's folder.
@@ -69,6 +74,8 @@ class ImageFolderDataModule(VisionDataModule):
         num_workers: NonNegativeInt | None = None,
         val_size: PositiveInt | OpenUnitInterval = 0.1,
         seed: int = 42,
+        folds: PositiveInt | None = None,
+        fold: NonNegativeInt | None = None,
         sampler: Literal["shuffle", "balanced"] = "shuffle",
         predict_dir: str | None = None,
         flip: bool = True,
@@ -80,7 +87,7 @@ class ImageFolderDataModule(VisionDataModule):
         loader: Literal["auto", "resident", "torch"] = "auto",
         test_on: Literal["test", "val"] = "test",
     ) -> None:
-        super().__init__(root, batch_size, num_workers, val_size, seed, sampler)
+        super().__init__(root, batch_size, num_workers, val_size, seed, sampler, folds=folds, fold=fold)
         if not 0 < crop_scale[0] <= crop_scale[1] <= 1:
             raise ValueError(
                 f"--data.crop_scale must be two numbers 0 < low <= high <= 1, got {list(crop_scale)}"
@@ -123,6 +130,12 @@ class ImageFolderDataModule(VisionDataModule):
         """The class folders of ``ROOT/train``, sorted: label i is the i-th. A ``ROOT/val`` is checked
         here to have the same: fit and validate read it, and the CLI reads this before a run starts."""
         classes = layout.train_classes(Path(self.root))
+        if self.has_val_split and self.folds and self.test_on != "val":
+            raise DataError(
+                f"--data.folds validates on a fold of train/, and {Path(self.root, 'val')} is a validation "
+                "split of its own: drop --data.folds, move val/'s images into train/, or pass "
+                "--data.test_on val to test on val/"
+            )
         if self.has_val_split:
             layout.check_split_classes(Path(self.root), "val", classes)
         return classes
@@ -222,7 +235,9 @@ class ImageFolderDataModule(VisionDataModule):
                 f"nothing to predict: pass --data.predict_dir FOLDER, the images to classify "
                 f"(without it, predict reads {Path(self.root, self.test_on)}, which does not exist)"
             )
-        if stage in ("fit", "validate") and self.has_val_split:
+        if stage in ("fit", "validate"):
+            _ = self.classes  # refuses --data.folds beside a val/ that would validate
+        if stage in ("fit", "validate") and self.has_val_split and not self.folds:
             train, val = self.folder("train"), self.folder("val")
             self.train_set = TransformedSubset(train, range(len(train)), self.train_transform(), self.seed)
             self.val_set = TransformedSubset(val, range(len(val)), self.eval_transform())

@@ -14,6 +14,7 @@ from torchvision.io import ImageReadMode, decode_image
 from torchvision.transforms import v2
 
 from data import batch_transforms
+from data.folds import check_folds
 from data.streaming.store import FORMAT, SIDE_FILE, VERSION, Location, require_litdata
 from data.vision import DataError, DatasetNotFoundError
 
@@ -92,6 +93,11 @@ class StreamingDataModule(LightningDataModule):
         batch_size: samples per batch per device.
         num_workers: loader worker processes per device; None picks from the cores per device.
         seed: seed of each epoch's shuffle (with the epoch) and of each sample's augmentation.
+        folds: k-fold cross-validation, taken at shard time: shards hold the train/val split they
+            were written with, and LitData streams whole shards, so fold ``fold`` of ``folds`` is
+            written by ``shard --data.folds K --data.fold I``; here both must name the shards' fold
+            (each fold its own shards), anything else is refused. None: the shards' split as written.
+        fold: with ``folds``, the fold validated on, 0 to ``folds - 1``.
         cache_dir: where LitData keeps the chunks it downloaded from S3; None: its default.
         timeout: seconds to wait for the S3 endpoint before giving up with an error.
     """
@@ -106,8 +112,12 @@ class StreamingDataModule(LightningDataModule):
         seed: int = 42,
         cache_dir: str | None = None,
         timeout: PositiveFloat = 10.0,
+        folds: PositiveInt | None = None,
+        fold: NonNegativeInt | None = None,
     ) -> None:
         super().__init__()
+        check_folds(folds, fold)
+        self.folds, self.fold = folds, fold
         self.root, self.batch_size, self.num_workers = root, batch_size, num_workers
         self.seed, self.cache_dir, self.timeout = seed, cache_dir, timeout
         self.resume_state: dict | None = None
@@ -132,7 +142,27 @@ class StreamingDataModule(LightningDataModule):
             )
         if "train" not in side.get("splits", {}) or "card" not in side:
             raise DataError(f"{location.join(SIDE_FILE)} is damaged: write the shards again")
+        if self.folds:
+            self.check_fold(side.get("source", {}))
         return side
+
+    def check_fold(self, source: dict[str, Any]) -> None:
+        """Refuse ``folds``/``fold`` that are not the fold the shards were written with."""
+        written = source.get("init_args", {})
+        if (written.get("folds"), written.get("fold")) == (self.folds, self.fold):
+            return
+        held = (
+            f"fold {written['fold']} of {written['folds']}"
+            if written.get("folds")
+            else "the train/val split of --data.val_size"
+        )
+        name = source.get("class_path", "SOURCE").rpartition(".")[2]
+        raise DataError(
+            f"--data.folds {self.folds} --data.fold {self.fold}: the shards in {self.root} hold {held}, "
+            "and LitData streams whole shards, it cannot take a stratified fold out of them: write this "
+            f"fold's shards with python -m app shard --data {name} --data.folds {self.folds} "
+            f"--data.fold {self.fold} --output DIR, and train from DIR"
+        )
 
     @property
     def card(self) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Each sample is ``{"index", "label", "image"}``: its place in its split, its label and its image encoded
 as a file: an image folder's JPEG or PNG bytes as read from disk, other data sets' uint8 pixels as
 lossless PNG. The splits are the DataModule's own (its train/val split by ``--data.seed`` and
-``--data.val_size``; ``test`` where it has one), in ``OUTPUT/train``, ``OUTPUT/val`` and ``OUTPUT/test``.
+``--data.val_size``, or fold ``--data.fold`` of ``--data.folds``; ``test`` where it has one), in
+``OUTPUT/train``, ``OUTPUT/val`` and ``OUTPUT/test``.
 """
 
 import inspect
