@@ -40,7 +40,6 @@ from app.tune.study import (
 )
 from app.tune.trial import Fit, fit_command, run_fit
 
-
 ALIKE = 3  # trials in a row failing with one error: the study stops (the next would fail alike)
 
 
@@ -112,7 +111,9 @@ def main(args: list[str]) -> None:
     """Run ``python -m app tune ARGS``; a problem the user can fix ends in one ``error:`` line."""
     tune_args, fit_args = split(args)
     signal.signal(signal.SIGTERM, raise_stop)
-    sys.argv = sys.argv[:1]  # fit's flags are parsed from a list: LightningCLI warns where argv holds them too
+    sys.argv = sys.argv[
+        :1
+    ]  # fit's flags are parsed from a list: LightningCLI warns where argv holds them too
     try:
         options = parse(tune_args)
         Tune(options, fit_args).run()
@@ -276,47 +277,37 @@ class Tune:
             )
             raise
         beat.stop()
-        self.finish(study, trial, values, fits, time.monotonic() - started)
+        self.finish(study, trial, fits, time.monotonic() - started)
 
-    def finish(
-        self, study: optuna.Study, trial: optuna.Trial, values: dict, fits: list[Fit], seconds: float
-    ) -> None:
+    def finish(self, study: optuna.Study, trial: optuna.Trial, fits: list[Fit], seconds: float) -> None:
         """Tell the study how the trial ended, and print its line."""
-        last = fits[-1]
-        shown = " ".join(
-            f"{key.rsplit('.', 1)[-1]}={value:.4g}"
-            if isinstance(value, float)
-            else f"{key.rsplit('.', 1)[-1]}={value}"
-            for key, value in values.items()
-        )
-        done = len(fresh(study.get_trials(deepcopy=False)))
-        head = f"trial {trial.number} [{done}/{self.count}] {shown}".rstrip()
+        last, metric = fits[-1], self.space.metric
         if last.error:
             trial.set_user_attr(ERROR, last.error)
             study.tell(trial, state=TrialState.FAIL)
             outcome = f"failed: {last.error}"
-            self.errors.append(last.error)
-            alike = self.errors[-ALIKE:] == [last.error] * ALIKE
-            if trial.user_attrs.get("baseline") or not self.options.space or alike:
-                # The config itself fails, or whatever is drawn: every trial would, for the same reason.
-                print(f"{head}: {outcome}", file=sys.stderr)
-                raise UsageError(f"trial {trial.number} failed, as the rest would: {last.error}")
         elif last.pruned:
             study.tell(trial, state=TrialState.PRUNED)
-            outcome = (
-                f"pruned after {len(last.values)} validation(s) ({self.space.metric} {last.values[-1]:.4f})"
-            )
+            outcome = f"pruned after {len(last.values)} validation(s) ({metric} {last.values[-1]:.4f})"
         else:
-            self.errors.append(None)
             scores = [fit.best(self.space.direction) for fit in fits]
             value = statistics.fmean(scores)
+            outcome = f"{metric} {value:.4f}"
             if len(scores) > 1:
                 trial.set_user_attr("folds", scores)
                 trial.set_user_attr("std", statistics.stdev(scores))
-                spread = statistics.stdev(scores)
-                outcome = f"{self.space.metric} {value:.4f} ± {spread:.4f} over {len(scores)} folds"
-            else:
-                outcome = f"{self.space.metric} {value:.4f}"
+                outcome += f" ± {statistics.stdev(scores):.4f} over {len(scores)} folds"
             study.tell(trial, value)
+        ended = [t for t in fresh(study.get_trials(deepcopy=False)) if t.state.is_finished()]
+        shown = "".join(f" {key.rsplit('.', 1)[-1]}={value:.4g}" for key, value in trial.params.items())
         resumed = f" (resumes trial {trial.user_attrs[RESUMES]})" if RESUMES in trial.user_attrs else ""
-        print(f"{head}: {outcome}{resumed} ({seconds:.0f} s)", file=sys.stderr, flush=True)
+        print(
+            f"trial {trial.number} [{len(ended)}/{self.count}]{shown}: {outcome}{resumed} ({seconds:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+        self.errors.append(last.error)
+        alike = last.error is not None and self.errors[-ALIKE:] == [last.error] * ALIKE
+        if last.error and (trial.user_attrs.get("baseline") or not self.options.space or alike):
+            # The config itself fails, or whatever is drawn: every trial would, for the same reason.
+            raise UsageError(f"trial {trial.number} failed, as the rest would: {last.error}")
