@@ -1,0 +1,105 @@
+"""Bad input to ``python -m app tune``: one ``error:`` line, status 1, before any trial; nothing written."""
+
+import os
+import socket
+import time
+
+import optuna
+import pytest
+import yaml
+from helpers.cli import run_app
+
+from app.tune import study as tune_study
+
+SPACE = {
+    "metric": {"name": "val/acc", "goal": "maximize"},
+    "parameters": {"model.optimizer.lr": {"values": [0.01]}},
+}
+
+
+def refused(tmp_path, *args: str, space: dict | None = SPACE) -> str:
+    path = tmp_path / "space.yaml"
+    if space is not None:
+        path.write_text(yaml.safe_dump(space))
+    given = [f"--tune.space={path}"] if space is not None else []
+    result = run_app("tune", *given, *args, cwd=tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and lines[-1].startswith("error: "), result.stderr[-2000:]
+    assert not [line for line in lines if line.startswith(("Traceback", "trial "))]
+    return lines[-1]
+
+
+@pytest.mark.parametrize(
+    ("parameters", "said"),
+    [
+        ({"model.optimizer.lrr": {"values": [0.1]}}, ["model.optimizer.lrr", "--model.optimizer.lr"]),
+        ({"data.batch_size": {"values": [64, 0]}}, ["data.batch_size=0", "PositiveInt"]),
+        ({"data.batch_size": {"min": 0.5, "max": 64.0}}, ["data.batch_size=0.5"]),
+        ({"model.label_smoothing": {"distribution": "normal", "mu": 0, "sigma": 1}}, ["normal", "supported"]),
+    ],
+)
+def test_a_key_or_value_fit_refuses(parameters, said, mnist_root, tmp_path):
+    line = refused(tmp_path, f"--data.root={mnist_root}", space={**SPACE, "parameters": parameters})
+    for word in said:
+        assert word in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_metric_the_model_never_logs(mnist_root, tmp_path):
+    line = refused(tmp_path, f"--data.root={mnist_root}", space={**SPACE, "metric": {"name": "val/accuracy"}})
+    assert "val/accuracy is never logged" in line and "val/acc" in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_neither_a_space_nor_folds_and_a_flag_of_neither(mnist_root, tmp_path):
+    assert "--tune.space FILE" in refused(tmp_path, f"--data.root={mnist_root}", space=None)
+    assert "--tune.spac" in refused(tmp_path, f"--data.root={mnist_root}", "--tune.spac=x.yaml", space=None)
+    assert "tune.trials" in refused(tmp_path, f"--data.root={mnist_root}", "--tune.trials=0")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_storage_that_refuses_or_is_not_there(mnist_root, tmp_path):
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    started = time.monotonic()
+    line = refused(
+        tmp_path, f"--data.root={mnist_root}", f"--tune.storage=postgresql://me:secret@127.0.0.1:{port}/db"
+    )
+    assert f"127.0.0.1:{port}" in line and "secret" not in line and time.monotonic() - started < 60
+    line = refused(tmp_path, f"--data.root={mnist_root}", f"--tune.storage={tmp_path / 'no' / 'study.log'}")
+    assert str(tmp_path / "no") in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_study_name_met_with_another_space(mnist_root, tmp_path):
+    storage = f"sqlite:///{tmp_path / 'shared.db'}"
+    optuna.create_study(study_name="space", storage=storage).set_user_attr(tune_study.SPACE, "another")
+    line = refused(tmp_path, f"--data.root={mnist_root}", f"--tune.storage={storage}")
+    assert "another search space" in line and "--tune.study_name" in line
+    assert len(optuna.load_study(study_name="space", storage=storage).trials) == 0
+
+
+def test_sqlite_asked_to_serve_a_second_machine(mnist_root, tmp_path):
+    storage = f"sqlite:///{tmp_path / 'shared.db'}"
+    # The study made, and a trial that another machine's tune process runs now (its heartbeat fresh).
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(SPACE))
+    from app.tune.space import load
+
+    digest = load(path, "val/acc", "maximize").digest() + "-folds1"
+    made = optuna.create_study(study_name="space", storage=storage, direction="maximize")
+    made.set_user_attr(tune_study.SPACE, digest)
+    running = made.ask()
+    storage_ = optuna.storages.RDBStorage(storage)
+    trial_id = storage_.get_trial_id_from_study_id_trial_number(
+        storage_.get_study_id_from_name("space"), running.number
+    )
+    for key, value in {
+        tune_study.HOST: "node-7",
+        tune_study.PID: os.getpid(),
+        tune_study.BEAT: time.time(),
+    }.items():
+        storage_.set_trial_system_attr(trial_id, key, value)
+    line = refused(tmp_path, f"--data.root={mnist_root}", f"--tune.storage={storage}")
+    assert "node-7" in line and "journal" in line and "postgresql://" in line
