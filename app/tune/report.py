@@ -70,14 +70,21 @@ class TrialReport(Callback):
             trainer.should_stop = True
 
     def wait(self, number: int) -> str:
-        """The tune process's answer to report ``number``; ``go`` if it is gone (the watch stops training)."""
+        """The tune process's answer to report ``number``; where it is gone, training stops (SIGTERM)."""
         verdicts = self.channel / "verdicts"
         while alive(self.driver):
             found = lines(verdicts)
             if len(found) > number:
                 return found[number]
             time.sleep(POLL)
+        self.orphaned()
         return "go"
+
+    def orphaned(self) -> None:
+        # A trial outliving its tune process would train on unseen: stop it as SIGTERM does (last.ckpt saved
+        # on every rank at the same step), so the next `tune` run resumes it.
+        self.stop_watch.set()
+        os.kill(os.getpid(), signal.SIGTERM)
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.is_global_zero:
@@ -88,9 +95,7 @@ class TrialReport(Callback):
         self.stop_watch.set()
 
     def watch(self) -> None:
-        # A trial outliving its tune process would train on unseen: stop it as SIGTERM does (last.ckpt saved
-        # on every rank at the same step), so the next `tune` run resumes it.
         while not self.stop_watch.wait(1.0):
             if not alive(self.driver):
-                os.kill(os.getpid(), signal.SIGTERM)
+                self.orphaned()
                 return

@@ -11,11 +11,11 @@ class RecipeProbe(Callback):
     optimizer and schedule were built with, and the DataModule's batch size.
 
     Args:
-        folder: where the files go.
+        folder: where the files go; None: the run folder's ``recipe/``.
     """
 
-    def __init__(self, folder: str) -> None:
-        self.folder = Path(folder)
+    def __init__(self, folder: str | None = None) -> None:
+        self.folder = Path(folder) if folder else None
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         (group,) = trainer.optimizers[0].param_groups
@@ -26,5 +26,6 @@ class RecipeProbe(Callback):
             "batch_size": trainer.datamodule.batch_size,
             "world_size": trainer.world_size,
         }
-        self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / f"rank{trainer.global_rank}.json").write_text(json.dumps(seen))
+        folder = self.folder or Path(trainer.default_root_dir) / "recipe"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"rank{trainer.global_rank}.json").write_text(json.dumps(seen))
