@@ -136,11 +136,11 @@ def requeue(study: optuna.Study, storage: BaseStorage, trial: FrozenTrial, why: 
         storage.get_study_id_from_name(study.study_name), trial.number
     )
     try:
+        storage.set_trial_user_attr(trial_id, ERROR, why)  # a finished trial takes no attribute
         if not storage.set_trial_state_values(trial_id, TrialState.FAIL):
             return False
     except UpdateFinishedTrialError:
         return False
-    storage.set_trial_user_attr(trial_id, ERROR, why)
     origin = trial.user_attrs.get(RESUMES, trial.number)
     study.enqueue_trial(trial.params, user_attrs={RUN: trial.user_attrs.get(RUN), RESUMES: origin})
     return True

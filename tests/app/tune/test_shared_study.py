@@ -1,0 +1,122 @@
+"""Two tune processes on one study (a real PostgreSQL server; a journal file) finish exactly the trials
+asked for, none run twice; one of them SIGKILLed mid-trial, the same command run again resumes that trial
+from its own ``last.ckpt`` and it ends with exactly the weights an uninterrupted fit with its values has."""
+
+import csv
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from helpers.cli import SHRINK, app_command, app_env, check, max_difference, run_app, run_folder
+
+pytestmark = pytest.mark.distributed
+
+FIT = [*SHRINK, "--trainer.max_epochs=2", "--last_checkpoint.every_n_steps=1"]
+TRIALS = 4
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def trial_of(pid: int) -> str | None:
+    """The ``--name`` of the trial the tune process ``pid`` runs now."""
+    for child in children(pid):
+        try:
+            args = (Path("/proc") / str(child) / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        names = [a.decode().split("=", 1)[1] for a in args if a.startswith(b"--name=")]
+        if names:
+            return names[0]
+    return None
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "journal"])
+def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
+    kind, request, mnist_root, tmp_path
+):
+    storage = request.getfixturevalue("postgres").url if kind == "postgresql" else str(tmp_path / "study.log")
+    space = tmp_path / "space.yaml"
+    parameters = {"model.optimizer.lr": {"distribution": "log_uniform_values", "min": 0.005, "max": 0.05}}
+    space.write_text(
+        yaml.safe_dump({"method": "random", "metric": {"name": "val/acc"}, "parameters": parameters})
+    )
+    name = f"shared-{kind}"
+    tune = app_command(
+        "tune",
+        f"--data.root={mnist_root}",
+        f"--tune.space={space}",
+        f"--tune.trials={TRIALS}",
+        f"--tune.storage={storage}",
+        f"--tune.study_name={name}",
+        "--trainer.max_epochs=2",
+        "--last_checkpoint.every_n_steps=1",
+    )
+    start = lambda: subprocess.Popen(tune, cwd=tmp_path, env=app_env(), stderr=subprocess.PIPE, text=True)  # noqa: E731
+    first, second = start(), start()
+    folder = tmp_path / "runs" / "tune" / name
+    # SIGKILL the first once its trial has validated once (and waits for the answer, which never comes).
+    deadline = time.monotonic() + 300
+    killed = None
+    while killed is None:
+        assert time.monotonic() < deadline and first.poll() is None, "the first tune process ended early"
+        running = trial_of(first.pid)
+        if running and (folder / running / "reports.jsonl").is_file():
+            first.send_signal(signal.SIGKILL)
+            killed = running
+        time.sleep(0.05)
+    first.wait()
+    again = start()  # the same command, run again
+    for process in (second, again):
+        assert process.wait(timeout=600) == 0, process.stderr.read()[-3000:]
+
+    import optuna
+
+    optuna_storage = (
+        optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(storage))
+        if kind == "journal"
+        else storage
+    )
+    trials = optuna.load_study(study_name=name, storage=optuna_storage).trials
+    complete = [t for t in trials if t.state.name == "COMPLETE"]
+    # Exactly the count asked for, each run (folder) once: the killed trial failed, then resumed once.
+    assert len(complete) == TRIALS and len({t.user_attrs["run"] for t in complete}) == TRIALS
+    (interrupted,) = [t for t in trials if t.state.name == "FAIL"]
+    assert interrupted.user_attrs["run"] == killed and not [
+        t for t in trials if t.state.name not in ("COMPLETE", "FAIL")
+    ]
+    (resumed,) = [t for t in complete if t.user_attrs.get("resumes") == interrupted.number]
+    assert resumed.params == interrupted.params and resumed.user_attrs["run"] == killed
+    assert not list((folder / killed).glob("version_1"))  # resumed in its own run folder, not started anew
+    assert "--ckpt_path last: resuming from" in (folder / killed / "output.log").read_text()
+    rows = list(csv.DictReader((folder / "trials.csv").open()))
+    assert len(rows) == len(trials)
+
+    # The resumed trial's weights are those of one uninterrupted fit with its values.
+    lr = resumed.params["model.optimizer.lr"]
+    check(
+        run_app(
+            "fit",
+            f"--data.root={mnist_root}",
+            *FIT[len(SHRINK) :],
+            f"--model.optimizer.lr={lr}",
+            cwd=tmp_path / "plain",
+        )
+    )
+    plain = torch.load(run_folder(tmp_path / "plain") / "checkpoints" / "last.ckpt", weights_only=False)
+    tuned = torch.load(folder / killed / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
+    assert tuned["global_step"] == plain["global_step"] == 8
+    assert max_difference(tuned["state_dict"], plain["state_dict"]) == 0
