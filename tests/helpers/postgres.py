@@ -41,8 +41,22 @@ class PostgresServer:
         )
         self.port = free_port()
         self.process = subprocess.Popen(
-            [*as_user, str(bin / "postgres"), "-D", str(data), "-p", str(self.port), "-h", "127.0.0.1",
-             "-k", str(self.folder), "-c", "fsync=off", "-c", "max_connections=200"],
+            [
+                *as_user,
+                str(bin / "postgres"),
+                "-D",
+                str(data),
+                "-p",
+                str(self.port),
+                "-h",
+                "127.0.0.1",
+                "-k",
+                str(self.folder),
+                "-c",
+                "fsync=off",
+                "-c",
+                "max_connections=200",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=open(self.folder / "server.log", "w"),  # noqa: SIM115 (the server's, closed at exit)
         )
@@ -50,8 +64,19 @@ class PostgresServer:
         deadline = time.monotonic() + timeout
         while True:
             ready = subprocess.run(
-                [str(bin / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "tune", "-d", "postgres",
-                 "-c", "CREATE DATABASE tune"],
+                [
+                    str(bin / "psql"),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "-U",
+                    "tune",
+                    "-d",
+                    "postgres",
+                    "-c",
+                    "CREATE DATABASE tune",
+                ],
                 capture_output=True,
             )
             if ready.returncode == 0:
