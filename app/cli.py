@@ -15,7 +15,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 import models
-from app import process
+from app import faults, process
 from app.callbacks.last_checkpoint import LastCheckpoint
 from app.callbacks.nan_stop import StopOnNonFiniteLoss
 from app.errors import USER_ERRORS, UsageError, fail, peer_gone
@@ -267,6 +267,8 @@ def main(args: list[str] | None = None) -> None:
         # Raised by readers outside ours (a DataModule of yours, torchvision's): the path they name.
         fail(f"{err.strerror}: {err.filename}" if err.filename else str(err))
     except RuntimeError as err:
+        if faults.worker_died(err):
+            fail(faults.worker_died_line(without_ckpt_path(given)))
         if not peer_gone(err):
             raise
         # The process that failed first printed why; this one only lost its peer.

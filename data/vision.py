@@ -2,6 +2,7 @@
 
 import os
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
@@ -34,6 +35,20 @@ class DatasetNotFoundError(DataError):
     """A data set is not on disk and cannot be fetched."""
 
 
+@dataclass(frozen=True)
+class Unreadable:
+    """What a data set that leaves out unreadable images gives in place of one: :class:`TransformedSubset`
+    passes it on untransformed, for the loader's ``collate_fn`` to drop from its batch.
+
+    Attributes:
+        path: the image file.
+        why: the one-line error reading it raised.
+    """
+
+    path: str
+    why: str
+
+
 class TransformedSubset(Dataset):
     """The samples ``indices`` of ``dataset``, each image passed through ``transform``.
 
@@ -51,11 +66,12 @@ class TransformedSubset(Dataset):
         return len(self.indices)
 
     def __getitem__(self, key: int | tuple[int, int]) -> tuple[Any, int]:
-        if not isinstance(key, tuple):
-            image, label = self.dataset[self.indices[key]]
-            return self.transform(image), label
-        epoch, i = key
+        epoch, i = key if isinstance(key, tuple) else (None, key)
         image, label = self.dataset[self.indices[i]]
+        if isinstance(image, Unreadable):
+            return image, label
+        if epoch is None:
+            return self.transform(image), label
         # torchvision's transforms draw from the global generator: seed it for this sample only.
         with torch.random.fork_rng(devices=[]):
             torch.default_generator.manual_seed(hash((self.seed, epoch, i)) & (2**63 - 1))
@@ -108,6 +124,8 @@ class VisionDataModule(LightningDataModule):
     image_size: int
     mean: tuple[float, ...]
     std: tuple[float, ...]
+    # The DataLoaders' (None: torch's default); one that drops Unreadable samples turns skipping them on.
+    collate_fn: Callable | None = None
 
     def __init__(
         self,
@@ -265,6 +283,7 @@ class VisionDataModule(LightningDataModule):
             "num_workers": workers,
             "persistent_workers": workers > 0,
             "pin_memory": torch.cuda.is_available(),
+            "collate_fn": self.collate_fn,
         }
         if not train:
             return DataLoader(dataset, **options)

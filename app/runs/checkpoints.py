@@ -43,9 +43,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             fd, temp = tempfile.mkstemp(prefix=f"{target.name}{TEMP_MARK}", dir=target.parent)
         except OSError as err:
             raise CheckpointWriteError(_why(err, target)) from err
+        buffer = io.BytesIO()
         try:
             # Serialized in memory first, so a failed write surfaces as the OSError it is.
-            buffer = io.BytesIO()
             torch.save(checkpoint, buffer)
             with os.fdopen(fd, "wb") as f:
                 os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp's 0600 would hide it from the group
@@ -56,15 +56,20 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         except BaseException as err:
             Path(temp).unlink(missing_ok=True)
             if isinstance(err, OSError):
-                raise CheckpointWriteError(_why(err, target)) from err
+                raise CheckpointWriteError(_why(err, target, buffer.tell())) from err
             raise
         _fsync_folder(target.parent)
 
 
-def _why(err: OSError, target: Path) -> str:
+def _why(err: OSError, target: Path, size: int = 0) -> str:
     kept = "the previous one is kept" if target.exists() else "no earlier one exists"
+    full = err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # disk, quota or file-size limit
+    if full and size:
+        return (
+            f"no room for checkpoint {target.name} in {target.parent} ({err.strerror}): it needs {size:,} "
+            f"bytes; free that much there or pass another --trainer.default_root_dir; {kept}"
+        )
     hint = " (disk full? free space or pass another --trainer.default_root_dir)"
-    full = err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
     return f"could not write checkpoint {target}: {err.strerror or err}{hint if full else ''}; {kept}"
 
 

@@ -63,6 +63,9 @@ class ImageFolderDataModule(VisionDataModule):
             of the free memory.
         test_on: the folder ``test`` (and fit's final test) reads: ``test`` (``ROOT/test``; without it
             fit ends untested), or ``val`` (``ROOT/val``, for data sets shipped as train/ and val/).
+        skip_unreadable: leave images that cannot be decoded (cut short, damaged) out of their batches,
+            counted in one line when fit or test ends, rather than stop at the first with its name;
+            decodes each epoch (``loader`` torch), and predict still stops at one.
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class ImageFolderDataModule(VisionDataModule):
         std: tuple[float, ...] | None = None,
         loader: Literal["auto", "resident", "torch"] = "auto",
         test_on: Literal["test", "val"] = "test",
+        skip_unreadable: bool = False,
     ) -> None:
         super().__init__(root, batch_size, num_workers, val_size, seed, sampler, folds=folds, fold=fold)
         if not 0 < crop_scale[0] <= crop_scale[1] <= 1:
@@ -106,6 +110,14 @@ class ImageFolderDataModule(VisionDataModule):
                 )
             setattr(self, name, tuple(value))
         self.loader, self.test_on = loader, test_on
+        if skip_unreadable and loader == "resident":
+            raise ValueError(
+                "--data.skip_unreadable leaves images out of each epoch's batches, and --data.loader "
+                "resident decodes them all once: pass --data.loader torch"
+            )
+        self.skip_unreadable = skip_unreadable
+        self.collate_fn = photos.collate_readable if skip_unreadable else None
+        self.left_out: dict[str, str] = {}  # unreadable images met since the stage began: path, why
         self._decoded: dict[str, Tensor] = {}
 
     def follow_weights(self, resize_size: int, crop_size: int, mean: tuple, std: tuple) -> None:
@@ -163,7 +175,8 @@ class ImageFolderDataModule(VisionDataModule):
         if split != "train":
             layout.check_split_classes(Path(self.root), split, self.classes)
         try:
-            return photos.PhotoFolder(Path(self.root, split), self.resize_size, self.in_channels == 1)
+            grey = self.in_channels == 1
+            return photos.PhotoFolder(Path(self.root, split), self.resize_size, grey, self.skip_unreadable)
         except FileNotFoundError as err:  # a class folder without images
             raise DataError(
                 f"{self.root}/{split}: {err}; put images in those class folders or delete them"
@@ -178,7 +191,7 @@ class ImageFolderDataModule(VisionDataModule):
     @functools.cached_property
     def resident(self) -> bool:
         """Whether the folder is kept decoded in memory; ``auto`` decides, in one log line."""
-        if self.loader != "auto":
+        if self.loader != "auto" or self.skip_unreadable:
             return self.loader == "resident"
         count = sum(len(self.folder(split)) for split in self.splits())
         size = cache.decoded_bytes(count, self.resize_size, self.in_channels == 1)
@@ -302,6 +315,28 @@ class ImageFolderDataModule(VisionDataModule):
     def train_transform(self) -> Callable:
         """:meth:`augmentation` alone: the workers send uint8 crops, normalized on the device."""
         return v2.Compose(self.augmentation())
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Take the unreadable images :func:`photos.collate_readable` left out of ``batch``, to count them."""
+        if self.collate_fn is None or not isinstance(batch, tuple) or len(batch) != 3:
+            return batch
+        images, labels, left_out = batch
+        if left_out and self.trainer is not None and self.trainer.predicting:
+            # Each row of predictions.csv names its image by its place in the batch: none may go missing.
+            raise DataError(f"{left_out[0].why}: predict cannot leave images out")
+        self.left_out.update((u.path, u.why) for u in left_out)
+        return images, labels
+
+    def teardown(self, stage: str) -> None:
+        """Count the unreadable images left out in one line (this process's, under DDP)."""
+        if self.left_out:
+            stage, paths = getattr(stage, "value", stage), sorted(self.left_out)  # Lightning passes its enum
+            more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
+            log.warning(
+                f"data: {stage} left out {len(paths)} unreadable image(s) (--data.skip_unreadable): "
+                f"{', '.join(paths[:3])}{more}; delete or replace them"
+            )
+        self.left_out = {}
 
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         """Normalize a DataLoader's uint8 batch where it now is, on the training device.

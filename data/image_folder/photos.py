@@ -12,14 +12,14 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 from torch import Tensor
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, default_collate
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 from torchvision.transforms import v2
 
 from data.batch_transforms import normalize
 from data.resident import BatchTransform
-from data.vision import DataError, DatasetNotFoundError
+from data.vision import DataError, DatasetNotFoundError, Unreadable
 
 # torchvision's and timm's ImageNet statistics: the usual ones for RGB photos. One grey channel
 # takes their mean over the colours.
@@ -95,9 +95,13 @@ def skipped_line(folder: Path, names: list[str]) -> str:
 
 
 class PhotoFolder(ImageFolder):
-    """``ImageFolder`` of uint8 tensors; other files are skipped, with a count in one log line."""
+    """``ImageFolder`` of uint8 tensors; other files are skipped, with a count in one log line.
 
-    def __init__(self, folder: Path, short_side: int | None, grey: bool) -> None:
+    An image that cannot be decoded raises a :class:`DataError` naming it, or, with ``skip``, comes as an
+    :class:`Unreadable` (its label kept beside it, for :func:`collate_readable` to drop both).
+    """
+
+    def __init__(self, folder: Path, short_side: int | None, grey: bool, skip: bool = False) -> None:
         skipped: list[str] = []
 
         def valid(path: str) -> bool:
@@ -107,12 +111,30 @@ class PhotoFolder(ImageFolder):
             return False
 
         super().__init__(folder, loader=self.read, is_valid_file=valid)
-        self.short_side, self.grey = short_side, grey
+        self.short_side, self.grey, self.skip = short_side, grey, skip
         if skipped:
             rank_zero_info(skipped_line(folder, skipped))
 
-    def read(self, path: str) -> Tensor:
-        return read_photo(path, self.short_side, self.grey)
+    def read(self, path: str) -> Tensor | Unreadable:
+        try:
+            return read_photo(path, self.short_side, self.grey)
+        except DataError as err:
+            if self.skip:
+                return Unreadable(path, str(err))
+            raise DataError(f"{err}, or pass --data.skip_unreadable true to leave such images out") from err
+
+
+def collate_readable(samples: list[tuple[Any, int]]) -> tuple[Tensor, Tensor, list[Unreadable]]:
+    """A batch of the readable ``samples`` (images, labels), and the :class:`Unreadable` ones left out."""
+    left_out = [image for image, _ in samples if isinstance(image, Unreadable)]
+    kept = [sample for sample in samples if not isinstance(sample[0], Unreadable)]
+    if not kept:  # no step can be made of it
+        raise DataError(
+            f"every image of a batch is unreadable ({', '.join(u.path for u in left_out)}): delete or "
+            "replace them"
+        )
+    images, labels = default_collate(kept)
+    return images, labels, left_out
 
 
 class ImageFiles(Dataset):

@@ -1,6 +1,8 @@
 """Resume and what can go wrong around checkpoints: SIGTERM, torn files, a NaN loss, a full disk."""
 
+import errno
 import hashlib
+import os
 import resource
 import signal
 import subprocess
@@ -188,35 +190,44 @@ def test_nan_loss_on_one_rank_stops_every_rank_at_its_step(mnist_root, tmp_path)
     assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
 
 
-def test_full_disk_while_saving_keeps_the_previous_checkpoint(mnist_root, tmp_path):
+def test_full_disk_while_saving_keeps_the_checkpoints_and_resume_is_exact(mnist_root, tmp_path):
+    """Checkpoints outgrow the process's file-size limit mid-run (as on a full disk): last.ckpt and the
+    best checkpoint stay whole, one line names the folder and the bytes; once there is room, the resume
+    ends with the weights of an uninterrupted run."""
     data = f"--data.root={mnist_root}"
-    check(run_app("fit", data, "--test_after_fit=false", cwd=tmp_path))
-    last = run_folder(tmp_path) / "checkpoints" / "last.ckpt"
-    before = digest(last)
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    check(run_app("fit", *TWO_EPOCHS, data, probe(whole / "probe"), cwd=whole))
+    stopped = run_app("fit", *TWO_EPOCHS, data, callback("helpers.stops.SigtermAt", step=10), cwd=cut)
+    assert stopped.returncode == 143, stopped.stderr[-3000:]
+    folder = run_folder(cut) / "checkpoints"
+    saved = {p: digest(p) for p in folder.glob("*.ckpt")}
+    assert {p.name for p in saved} == {"last.ckpt", "best-epoch00-step8.ckpt"}
 
     def small_disk() -> None:
         # Files may not grow past 200 kB (a checkpoint is 1.2 MB): writes fail as on a full disk.
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
 
-    command = app_command("fit", data, "--trainer.max_epochs=2", "--ckpt_path=last", "--test_after_fit=false")
+    command = app_command("fit", *TWO_EPOCHS, data, "--ckpt_path=last")
     result = subprocess.run(
-        command,
-        cwd=tmp_path,
-        env=app_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=small_disk,
+        command, cwd=cut, env=app_env(), capture_output=True, text=True, timeout=300, preexec_fn=small_disk
     )
-    assert result.returncode == 1 and "Traceback" not in result.stderr
+    # Its first save, at step 12, is the one that fails.
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
     line = result.stderr.strip().splitlines()[-1]
-    assert line.startswith("error: could not write checkpoint ")
-    assert line.endswith(
-        "(disk full? free space or pass another --trainer.default_root_dir); the previous one is kept"
+    size = (folder / "last.ckpt").stat().st_size
+    assert line == (
+        f"error: no room for checkpoint last.ckpt in {folder.relative_to(cut)} ({os.strerror(errno.EFBIG)}): "
+        f"it needs {size:,} bytes; free that much there or pass another --trainer.default_root_dir; "
+        "the previous one is kept"
     )
-    assert digest(last) == before
-    assert [p.name for p in last.parent.iterdir() if ".tmp-" in p.name] == []
+    assert {p: digest(p) for p in folder.iterdir()} == saved  # no partial file either
+    for path in saved:
+        torch.load(path, weights_only=True)
+    check(run_app("fit", *TWO_EPOCHS, data, probe(cut / "probe"), "--ckpt_path=last", cwd=cut))
+    ends = [load_probe(c / "probe", "end", 0) for c in (whole, cut)]
+    assert ends[0]["global_step"] == ends[1]["global_step"] == 16
+    assert max_difference(ends[0]["weights"], ends[1]["weights"]) == 0
 
 
 def test_a_longer_resumed_run_continues_its_lr_schedule_without_a_jump(mnist_root, tmp_path):

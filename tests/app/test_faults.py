@@ -1,0 +1,111 @@
+"""Faults met mid-run, injected for real into ``python -m app fit`` processes: each ends in one ``error:``
+line saying what happened and what to run, or is survived as promised; nothing saved is lost."""
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from helpers.cli import (
+    app_args,
+    app_command,
+    app_env,
+    callback,
+    check,
+    load_probe,
+    max_difference,
+    probe,
+    run_app,
+    run_folder,
+    run_process,
+)
+from helpers.data_files import corrupt_jpeg, write_image_folder, write_photo_folder
+
+from app.runs.checkpoints import intact
+
+IMAGE_FOLDER = ["--data=ImageFolderDataModule", "--data.loader=torch", "--data.batch_size=4"]
+
+
+def test_unreadable_images_are_left_out_counted_and_never_mislabelled(tmp_path):
+    """With ``--data.skip_unreadable`` a JPEG cut in half leaves its batch (label and all); each stage
+    that met one says so in one line at its end."""
+    root = write_photo_folder(tmp_path / "photos", per_class=4)
+    shutil.copytree(root / "test", root / "val")  # so all of train/ trains
+    cut_train = corrupt_jpeg(root / "train" / "class_2" / "cut.jpg")
+    cut_test = corrupt_jpeg(root / "test" / "class_1" / "cut.jpg")
+    seen = tmp_path / "labels.json"
+    args = [*IMAGE_FOLDER, f"--data.root={root}", "--data.num_workers=1", "--data.skip_unreadable=true"]
+    args += ["--trainer.limit_train_batches=1.0"]
+    args += [callback("helpers.labels_seen.LabelsSeen", file=str(seen))]
+    result = run_process("fit", *args, cwd=tmp_path)
+    check(result)
+    lines = [line for line in result.stderr.splitlines() if "left out" in line]
+    count = "left out 1 unreadable image(s) (--data.skip_unreadable)"
+    assert lines == [
+        f"data: fit {count}: {cut_train}; delete or replace them",
+        f"data: test {count}: {cut_test}; delete or replace them",
+    ]
+    # The epoch fed every readable training image once, under its own folder's label.
+    readable = Counter(int(p.parent.name.split("_")[1]) for p in (root / "train").glob("*/[0-9]*.*"))
+    assert [Counter(epoch) for epoch in json.loads(seen.read_text())] == [readable]
+
+
+def one_error_line(stderr: str) -> str:
+    """The last line of ``stderr``, checked to be an ``error:`` line after no traceback."""
+    assert "Traceback" not in stderr, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: "), stderr[-3000:]
+    return last
+
+
+def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1][-3000:]
+        time.sleep(0.05)
+
+
+@pytest.mark.distributed  # processes started and killed
+def test_a_killed_loader_worker_is_one_line_and_resume_is_exact(tmp_path):
+    """SIGKILL to a DataLoader worker, as the kernel's out-of-memory killer sends: the line names it, the
+    likely cause and the flag; ``--ckpt_path last`` then ends with the weights of an uninterrupted run."""
+    root = write_image_folder(tmp_path / "images", per_class=12)
+    started = tmp_path / "started"
+    slow = callback("helpers.stops.SlowSteps", seconds=0.2, started=str(started))
+    args = [*IMAGE_FOLDER, f"--data.root={root}", "--data.num_workers=1", "--test_after_fit=false"]
+    args += ["--trainer.limit_train_batches=1.0", "--last_checkpoint.every_n_steps=2", slow]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    check(run_app("fit", *args, probe(whole / "probe"), cwd=whole))
+    cut.mkdir()
+    process = subprocess.Popen(
+        app_command("fit", *args),
+        cwd=cut,
+        env=app_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for(cut / "runs", process)
+    last = run_folder(cut) / "checkpoints" / "last.ckpt"
+    wait_for(last, process)
+    workers = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+    os.kill(int(workers[0]), signal.SIGKILL)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1
+    resume = shlex.join(["python", "-m", "app", *app_args("fit", *args), "--ckpt_path", "last"])
+    assert one_error_line(stderr) == (
+        "error: a DataLoader worker process died, most likely killed by the kernel for want of memory "
+        "(dmesg says): pass a smaller --data.num_workers (or --data.batch_size); resume with: "
+        f"{resume} (from {last.relative_to(cut)})"
+    )
+    assert intact(last)
+    check(run_process("fit", *args, probe(cut / "probe"), "--ckpt_path=last", cwd=cut))
+    ends = [load_probe(folder / "probe", "end", 0) for folder in (whole, cut)]
+    assert ends[0]["global_step"] == ends[1]["global_step"]
+    assert max_difference(ends[0]["weights"], ends[1]["weights"]) == 0
