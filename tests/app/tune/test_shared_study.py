@@ -120,3 +120,52 @@ def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
     tuned = torch.load(folder / killed / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
     assert tuned["global_step"] == plain["global_step"] == 8
     assert max_difference(tuned["state_dict"], plain["state_dict"]) == 0
+
+
+def test_a_trial_whose_machine_went_silent_is_taken_over(postgres, mnist_root, tmp_path):
+    """A RUNNING trial of another machine with no heartbeat for longer than the grace period: its machine
+    is taken for dead, and a tune process anywhere runs the trial again with its values."""
+    import optuna
+
+    from app.tune import study as tune_study
+    from app.tune.space import load
+
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        yaml.safe_dump(
+            {"metric": {"name": "val/acc"}, "parameters": {"model.optimizer.lr": {"values": [0.02, 0.03]}}}
+        )
+    )
+    made = optuna.create_study(study_name="silent", storage=postgres.url, direction="maximize")
+    made.set_user_attr(tune_study.SPACE, load(space, "val/acc", "maximize").digest() + "-folds1")
+    lost = made.ask({"model.optimizer.lr": optuna.distributions.CategoricalDistribution([0.02, 0.03])})
+    lost.set_user_attr(tune_study.RUN, "trial-000")
+    storage = optuna.storages.RDBStorage(postgres.url)
+    trial_id = storage.get_trial_id_from_study_id_trial_number(
+        storage.get_study_id_from_name("silent"), lost.number
+    )
+    silent_for = tune_study.GRACE + 60
+    for key, value in {
+        tune_study.HOST: "node-7",
+        tune_study.PID: 1,
+        tune_study.BEAT: time.time() - silent_for,
+    }.items():
+        storage.set_trial_system_attr(trial_id, key, value)
+    result = run_app(
+        "tune",
+        f"--data.root={mnist_root}",
+        f"--tune.space={space}",
+        "--tune.trials=1",
+        f"--tune.storage={postgres.url}",
+        "--tune.study_name=silent",
+        cwd=tmp_path,
+    )
+    check(result)
+    first, again = optuna.load_study(study_name="silent", storage=postgres.url).trials
+    assert (first.state.name, again.state.name) == ("FAIL", "COMPLETE")
+    assert (
+        again.params == lost.params
+        and again.user_attrs["resumes"] == 0
+        and again.user_attrs["run"] == "trial-000"
+    )
+    assert "(resumes trial 0)" in result.stderr
