@@ -18,6 +18,8 @@ import optuna
 from jsonargparse import ArgumentError, ArgumentParser
 from jsonargparse.typing import PositiveFloat, PositiveInt
 from optuna.trial import TrialState
+from rich.console import Console
+from rich.progress import Progress, TimeElapsedColumn
 
 from app.errors import USER_ERRORS, UsageError, fail
 from app.tune import results
@@ -211,10 +213,21 @@ class Tune:
             file=sys.stderr,
         )
         deadline = self.started + self.options.timeout if self.options.timeout else math.inf
+        # A bar of the study's ended trials on a terminal (the lines above it are printed as usual).
+        bar = Progress(
+            *Progress.get_default_columns()[:3],
+            TimeElapsedColumn(),
+            transient=True,
+            console=Console(stderr=True),
+            disable=not sys.stderr.isatty(),
+        )
+        task = bar.add_task("trials", total=self.count)
         try:
+            bar.start()
             while True:
                 take_over(study, storage)
                 trials = study.get_trials(deepcopy=False)
+                bar.update(task, completed=len([t for t in fresh(trials) if t.state.is_finished()]))
                 queued = any(t.state == TrialState.WAITING for t in trials)
                 if not queued and len(fresh(trials)) >= self.count:
                     if not any(t.state == TrialState.RUNNING for t in trials):
@@ -231,6 +244,7 @@ class Tune:
                     continue
                 self.run_trial(study, storage, trial)
         finally:
+            bar.stop()
             results.write(study, self.folder, self.space, self.base)
 
     def run_trial(
