@@ -1,0 +1,233 @@
+"""A tune process's search: fit's flags checked, the study opened, trials run until it has its count."""
+
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+from rich.console import Console
+from rich.progress import Progress, TimeElapsedColumn
+
+from app.errors import UsageError
+from app.tune import results
+from app.tune.options import Options
+from app.tune.probe import Base, probe
+from app.tune.space import Space, load
+from app.tune.study import (
+    ERROR,
+    HEARTBEAT,
+    RESUMES,
+    RUN,
+    SPACE,
+    SURPLUS,
+    Heartbeat,
+    fresh,
+    open_storage,
+    past_count,
+    requeue,
+    sqlite_elsewhere,
+    take_over,
+)
+from app.tune.trial import Fit, fit_command, run_fit
+
+ALIKE = 3  # trials in a row failing with one error: the study stops (the next would fail alike)
+
+
+class Tune:
+    """One tune process: checks everything first, then runs trials until the study has its count."""
+
+    def __init__(self, options: Options, fit_args: list[str]) -> None:
+        self.options, self.fit_args = options, fit_args
+        if options.space is None and options.folds == 1:
+            raise UsageError("tune needs --tune.space FILE (a search) or --tune.folds K (a cross-validation)")
+        self.base: Base = probe(fit_args, options.folds)
+        space = (
+            load(Path(options.space), self.base.monitor, self.base.mode)
+            if options.space
+            else Space({}, {}, self.base.monitor, self.base.mode)
+        )
+        self.base.check(space)  # every key, value and the metric, before anything is written
+        self.space = space
+        self.name = options.study_name or (Path(options.space).stem if options.space else "cv")
+        self.folder = self.base.root / "tune" / self.name
+        self.points = space.points()
+        self.count = 1 if options.space is None else len(self.points or []) or options.trials
+        if self.points is not None and options.trials != len(self.points):
+            print(f"tune: the grid has {self.count} points: {self.count} trials", file=sys.stderr)
+        self.started = time.monotonic()
+        self.errors: list[str | None] = []  # how this process's trials ended: None where they did not fail
+
+    def open(self) -> tuple[optuna.Study, optuna.storages.BaseStorage]:
+        """The study, made by the first process that asks (which queues the config's own values first)."""
+        if self.options.storage is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        storage = open_storage(self.options.storage, self.folder)
+        sampler = self.options.sampler or self.space.sampler(self.base.seed)
+        pruner = self.options.pruner or self.space.pruner()
+        digest = self.space.digest() + f"-folds{self.options.folds}"
+        try:
+            study = optuna.create_study(
+                storage=storage,
+                study_name=self.name,
+                direction=self.space.direction,
+                sampler=sampler,
+                pruner=pruner,
+            )
+        except optuna.exceptions.DuplicatedStudyError:
+            study = optuna.load_study(study_name=self.name, storage=storage, sampler=sampler, pruner=pruner)
+            for _ in range(50):  # the process that made it may be a moment from marking it
+                if SPACE in study.user_attrs:
+                    break
+                time.sleep(0.1)
+            if study.user_attrs.get(SPACE) != digest:
+                where = self.options.storage or self.folder / "study.db"
+                raise UsageError(
+                    f"the study {self.name} in {where} was made with another search space, metric or "
+                    "--tune.folds; give another --tune.study_name"
+                ) from None
+            host = sqlite_elsewhere(storage, study)
+            if host:
+                raise UsageError(
+                    f"the study {self.name} is an SQLite file, which a tune process on {host} is using: "
+                    "SQLite serves one machine (its locks fail over network file systems); use "
+                    "--tune.storage PATH.log (a journal file) or postgresql://... for several"
+                ) from None
+            return study, storage
+        study.set_user_attr(SPACE, digest)
+        if self.points is not None:
+            for point in self.points:
+                study.enqueue_trial(point)
+            return study, storage
+        baseline, outside = self.base.baseline(self.space)
+        if outside:
+            print(f"tune: trial 0 is drawn: the config's {outside} is outside the space", file=sys.stderr)
+        else:
+            study.enqueue_trial(baseline, user_attrs={"baseline": True})
+        return study, storage
+
+    def run(self) -> None:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # the lines below say what happens
+        study, storage = self.open()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        print(
+            f"tune: study {self.name}, {self.count} trial(s) of {self.space.metric} "
+            f"({self.space.direction}); folder {self.folder}",
+            file=sys.stderr,
+        )
+        deadline = self.started + self.options.timeout if self.options.timeout else math.inf
+        # A bar of the study's ended trials on a terminal (the lines above it are printed as usual).
+        bar = Progress(
+            *Progress.get_default_columns()[:3],
+            TimeElapsedColumn(),
+            transient=True,
+            console=Console(stderr=True),
+            disable=not sys.stderr.isatty(),
+        )
+        task = bar.add_task("trials", total=self.count)
+        try:
+            bar.start()
+            while True:
+                take_over(study, storage)
+                trials = study.get_trials(deepcopy=False)
+                bar.update(task, completed=len([t for t in fresh(trials) if t.state.is_finished()]))
+                queued = any(t.state == TrialState.WAITING for t in trials)
+                if not queued and len(fresh(trials)) >= self.count:
+                    if not any(t.state == TrialState.RUNNING for t in trials):
+                        break
+                    time.sleep(HEARTBEAT / 5)  # another process's trial: resume it should that process end
+                    continue
+                if time.monotonic() > deadline:
+                    print("tune: --tune.timeout reached; no new trial starts", file=sys.stderr)
+                    break
+                trial = study.ask(self.space.distributions_for_ask())
+                if past_count(study, trial, self.count):
+                    trial.set_user_attr(SURPLUS, True)  # another process drew the last one at the same time
+                    study.tell(trial, state=TrialState.FAIL)
+                    continue
+                self.run_trial(study, storage, trial)
+        finally:
+            bar.stop()
+            results.write(study, self.folder, self.space, self.base)
+
+    def run_trial(
+        self, study: optuna.Study, storage: optuna.storages.BaseStorage, trial: optuna.Trial
+    ) -> None:
+        name = trial.user_attrs.get(RUN) or f"trial-{trial.number:03d}"
+        trial.set_user_attr(RUN, name)
+        values = {**self.space.fixed, **trial.params}
+        beat = Heartbeat(study, storage, trial.number, os.getpid())
+        started, fits = time.monotonic(), []
+        env = {**os.environ, "WANDB_RUN_GROUP": self.name}
+        try:
+            for fold in range(self.options.folds):
+                sub = name if self.options.folds == 1 else f"{name}/fold-{fold}"
+                extra = (
+                    {"data.folds": self.options.folds, "data.fold": fold} if self.options.folds > 1 else {}
+                )
+                channel = self.folder / sub
+                kept = results.fit_value(channel)
+                if kept is not None:
+                    fits.append(Fit([kept]))
+                    continue
+                command = fit_command(
+                    self.fit_args,
+                    {**values, **extra},
+                    sub,
+                    self.folder,
+                    channel,
+                    self.space.metric,
+                    channel.exists(),
+                )
+                fit = run_fit(command, channel, trial if fold == 0 else None, env)
+                fits.append(fit)
+                if fit.error or fit.pruned:
+                    break
+                if fit.best(self.space.direction) is None:
+                    fit.error = f"{self.space.metric} was never logged"
+                    break
+                results.keep_fit_value(channel, fit.best(self.space.direction))
+        except BaseException:
+            beat.stop()
+            requeue(
+                study, storage, study.get_trials(deepcopy=False)[trial.number], "stopped; queued to resume"
+            )
+            raise
+        beat.stop()
+        self.finish(study, trial, fits, time.monotonic() - started)
+
+    def finish(self, study: optuna.Study, trial: optuna.Trial, fits: list[Fit], seconds: float) -> None:
+        """Tell the study how the trial ended, and print its line."""
+        last, metric = fits[-1], self.space.metric
+        if last.error:
+            trial.set_user_attr(ERROR, last.error)
+            study.tell(trial, state=TrialState.FAIL)
+            outcome = f"failed: {last.error}"
+        elif last.pruned:
+            study.tell(trial, state=TrialState.PRUNED)
+            outcome = f"pruned after {len(last.values)} validation(s) ({metric} {last.values[-1]:.4f})"
+        else:
+            scores = [fit.best(self.space.direction) for fit in fits]
+            value = statistics.fmean(scores)
+            outcome = f"{metric} {value:.4f}"
+            if len(scores) > 1:
+                trial.set_user_attr("folds", scores)
+                trial.set_user_attr("std", statistics.stdev(scores))
+                outcome += f" ± {statistics.stdev(scores):.4f} over {len(scores)} folds"
+            study.tell(trial, value)
+        ended = [t for t in fresh(study.get_trials(deepcopy=False)) if t.state.is_finished()]
+        shown = "".join(f" {key.rsplit('.', 1)[-1]}={value:.4g}" for key, value in trial.params.items())
+        resumed = f" (resumes trial {trial.user_attrs[RESUMES]})" if RESUMES in trial.user_attrs else ""
+        print(
+            f"trial {trial.number} [{len(ended)}/{self.count}]{shown}: {outcome}{resumed} ({seconds:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+        self.errors.append(last.error)
+        alike = last.error is not None and self.errors[-ALIKE:] == [last.error] * ALIKE
+        if last.error and (trial.user_attrs.get("baseline") or not self.options.space or alike):
+            # The config itself fails, or whatever is drawn: every trial would, for the same reason.
+            raise UsageError(f"trial {trial.number} failed, as the rest would: {last.error}")
