@@ -90,7 +90,7 @@ class Base:
         """The config's own values of the searched keys, and the first that is outside the space."""
         values = {}
         for key, distribution in space.distributions_for_ask().items():
-            value = lookup(self.given, key)
+            value = plain(lookup(self.given, key))
             if not contains(distribution, value):
                 return {}, f"{key}={value!r}"
             values[key] = value
@@ -132,10 +132,24 @@ def lookup(config: Namespace, key: str) -> Any:
     return node
 
 
+def plain(value: Any) -> Any:
+    """``value`` as the plain value a sweep file holds (the parser's restricted types are subclasses)."""
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
+
+
 def contains(distribution: BaseDistribution, value: Any) -> bool:
     """Whether ``value`` is one ``distribution`` can draw."""
     if isinstance(distribution, CategoricalDistribution):
-        return any(type(value) is type(choice) and value == choice for choice in distribution.choices)
+        # 1 is no True, nor "1" a 1; an int may stand for a float (0 in [0.0, 0.1]).
+        return any(
+            value == choice
+            and isinstance(value, bool) == isinstance(choice, bool)
+            and isinstance(value, str) == isinstance(choice, str)
+            for choice in distribution.choices
+        )
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
     return distribution.low <= value <= distribution.high

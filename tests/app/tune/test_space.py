@@ -6,6 +6,7 @@ import math
 import optuna
 import pytest
 import yaml
+from helpers.cli import ROOT
 
 from app.errors import UsageError
 from app.tune.space import load
@@ -125,3 +126,24 @@ def test_the_space_hash_changes_with_the_space_and_only_with_it(tmp_path):
     same = load(space_file(tmp_path, {"lr": {"min": 0.1, "max": 0.2}}), "val/acc", "maximize")
     other = load(space_file(tmp_path, {"lr": {"min": 0.1, "max": 0.3}}), "val/acc", "maximize")
     assert one.digest() == same.digest() != other.digest()
+
+
+def test_the_fast_presets_own_values_are_its_spaces_trial_0():
+    sweep = ROOT / "configs" / "sweeps" / "fashion_mnist_fast.yaml"
+    if not sweep.is_file():
+        pytest.skip("the W&B sweeps part (configs/sweeps) was dropped")
+    from app.tune.probe import probe
+
+    base = probe([f"--config={ROOT / 'configs' / 'fashion_mnist_fast.yaml'}"], folds=1)
+    space = load(sweep, base.monitor, base.mode)
+    base.check(space)
+    values, outside = base.baseline(space)
+    assert outside is None
+    assert values == {
+        "model.optimizer.lr": 0.2,
+        "model.optimizer.weight_decay": 5e-4,
+        "model.label_smoothing": 0.1,
+        "model.scheduler.warmup_ratio": 0.1,
+        "data.batch_size": 256,
+    }
+    assert {type(v) for v in values.values()} == {float, int}  # plain values, as Optuna keeps them
