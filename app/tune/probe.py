@@ -29,6 +29,9 @@ class Probe(CLI):
 
     def before_instantiate_classes(self) -> None:
         self.saved_card = {}  # no checkpoint to read the classes from
+        # The model and data are what is checked; a logger would write its files (W&B's id) here.
+        trainer = self.config[self.subcommand].trainer
+        trainer.logger, trainer.callbacks, trainer.plugins = None, None, None
 
     def instantiate_trainer(self, **kwargs: Any) -> None:
         raise Probed(self)

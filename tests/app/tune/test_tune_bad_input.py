@@ -26,6 +26,7 @@ def refused(tmp_path, *args: str, space: dict | None = SPACE) -> str:
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1 and lines[-1].startswith("error: "), result.stderr[-2000:]
     assert not [line for line in lines if line.startswith(("Traceback", "trial "))]
+    assert {p.name for p in tmp_path.iterdir()} <= {"space.yaml", "shared.db"}  # nothing written
     return lines[-1]
 
 
@@ -45,8 +46,11 @@ def test_a_key_or_value_fit_refuses(parameters, said, mnist_root, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_metric_the_model_never_logs(mnist_root, tmp_path):
-    line = refused(tmp_path, f"--data.root={mnist_root}", space={**SPACE, "metric": {"name": "val/accuracy"}})
+def test_a_metric_the_model_never_logs(mnist_root, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    # With the default logger (W&B's), which writes its files once a run has a folder.
+    args = f"--data.root={mnist_root}", "--trainer.logger=app.runs.wandb_logger.WandbLogger"
+    line = refused(tmp_path, *args, space={**SPACE, "metric": {"name": "val/accuracy"}})
     assert "val/accuracy is never logged" in line and "val/acc" in line
     assert not (tmp_path / "runs").exists()
 
