@@ -1,7 +1,6 @@
 """Checkpoint files: written whole or not at all, checked before use, and found for ``--ckpt_path last``."""
 
 import errno
-import functools
 import io
 import os
 import tempfile
@@ -90,17 +89,6 @@ def _fsync_folder(folder: Path) -> None:
 
 def intact(path: Path) -> bool:
     """Whether ``path`` is a whole checkpoint: torch's zip format, every member's CRC correct."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return False
-    return _intact(str(path), stat.st_size, stat.st_mtime_ns)
-
-
-@functools.cache
-def _intact(path: str, size: int, mtime_ns: int) -> bool:
-    # Keyed by size and mtime too: the CLI checks --ckpt_path at parse time and again when it settles
-    # the run, and reading a large checkpoint through once is enough.
     try:
         with zipfile.ZipFile(path) as archive:
             return archive.testzip() is None

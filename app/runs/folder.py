@@ -24,7 +24,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from app.errors import RunFolderError, UsageError
 from app.runs import loggers
-from app.runs.checkpoints import check_checkpoint, checkpoints, folder_of, intact, remove_stale_temps
+from app.runs.checkpoints import checkpoints, folder_of, intact, remove_stale_temps
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +135,6 @@ def resolve(config) -> Run:
         else:
             rank_zero_info(f"--ckpt_path last: resuming from {found}")
         ckpt = config.ckpt_path = str(found) if found else None
-    elif ckpt:
-        check_checkpoint(ckpt)
     run = run or (run_of(Path(ckpt)) if ckpt else None)
     created = run is None
     if run is None:
