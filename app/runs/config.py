@@ -45,8 +45,6 @@ class RunConfig(SaveConfigCallback):
         self.given = given or {}
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        if trainer.fast_dev_run:
-            return  # a smoke test of the code leaves no run folder
         if stage != "fit" and (Path(trainer.default_root_dir) / self.config_filename).is_file():
             return
         self.config = self.config.clone()

@@ -41,7 +41,7 @@ def _versions(parent: Path) -> list[Path]:
 
 def claim_new(parent: Path, create: bool) -> Path:
     """The next ``version_N`` under ``parent``; made (atomically) only when ``create``."""
-    versions = _versions(parent) if parent.is_dir() else []
+    versions = _versions(parent)
     number = int(versions[-1].name.split("_")[1]) + 1 if versions else 0
     if not create:
         return parent / f"version_{number}"
@@ -66,7 +66,7 @@ def newest_intact(parent: Path) -> Path | None:
 
     Unreadable ones are skipped with a warning naming them.
     """
-    for run in reversed(_versions(parent) if parent.is_dir() else []):
+    for run in reversed(_versions(parent)):
         for path in checkpoints(run):
             if intact(path):
                 return path
@@ -76,7 +76,7 @@ def newest_intact(parent: Path) -> Path | None:
 
 def unsaved(parent: Path) -> Path | None:
     """The newest run under ``parent`` if it holds no checkpoint yet (killed before its first save)."""
-    versions = _versions(parent) if parent.is_dir() else []
+    versions = _versions(parent)
     return versions[-1] if versions and not checkpoints(versions[-1]) else None
 
 
