@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from app.errors import CheckpointWriteError, UsageError
+from app.errors import UsageError
 from models.optimization import class_of
 
 TEMP_MARK = ".tmp-"  # in the names of files being written
@@ -41,7 +41,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, temp = tempfile.mkstemp(prefix=f"{target.name}{TEMP_MARK}", dir=target.parent)
         except OSError as err:
-            raise CheckpointWriteError(_why(err, target)) from err
+            raise UsageError(_why(err, target)) from err
         try:
             # Serialized in memory first, so a failed write surfaces as the OSError it is.
             buffer = io.BytesIO()
@@ -55,7 +55,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         except BaseException as err:
             Path(temp).unlink(missing_ok=True)
             if isinstance(err, OSError):
-                raise CheckpointWriteError(_why(err, target)) from err
+                raise UsageError(_why(err, target)) from err
             raise
         _fsync_folder(target.parent)
 

@@ -22,7 +22,7 @@ import yaml
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
-from app.errors import RunFolderError, UsageError
+from app.errors import UsageError
 from app.runs import loggers
 from app.runs.checkpoints import checkpoints, folder_of, intact, remove_stale_temps
 
@@ -55,7 +55,7 @@ def claim_new(parent: Path, create: bool) -> Path:
             except FileExistsError:
                 number += 1
     except OSError as err:
-        raise RunFolderError(
+        raise UsageError(
             f"cannot create a run folder in {parent} ({err.strerror}); "
             "pass a writable --trainer.default_root_dir"
         ) from err
@@ -172,7 +172,7 @@ def lock(run: Path) -> None:
         handle.seek(0)
         holder = handle.read().strip() or "another process"
         handle.close()
-        raise RunFolderError(
+        raise UsageError(
             f"the run folder {run} is in use by {holder}; wait for it to end, or start a new run "
             "(without --ckpt_path)"
         ) from err
