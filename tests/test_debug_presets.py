@@ -27,8 +27,8 @@ def test_each_debug_preset_stacks_on_a_preset_and_runs(preset, mnist_root, tmp_p
 
 
 @pytest.mark.parametrize("fast_dev_run", [True, False])
-def test_a_fast_dev_run_fit_gets_no_config_callback_and_writes_no_config_yaml(fast_dev_run, mnist_root, tmp_path):
-    """Lightning adds the CLI's config callback only outside fast_dev_run: RunConfig needs no check of its own."""
+def test_fast_dev_run_gets_no_config_callback_and_writes_no_config_yaml(fast_dev_run, mnist_root, tmp_path):
+    """Lightning adds the CLI's config callback outside fast_dev_run only: RunConfig needs no check of it."""
     ran = tmp_path / "ran.json"
     args = [f"--data.root={mnist_root}", f"--trainer.fast_dev_run={str(fast_dev_run).lower()}"]
     check(run_app("fit", *args, callback("helpers.trainer_probe.TrainerProbe", file=str(ran)), cwd=tmp_path))

@@ -12,7 +12,6 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from app.errors import UsageError
-from models.optimization import class_of
 
 TEMP_MARK = ".tmp-"  # in the names of files being written
 
@@ -120,13 +119,9 @@ def check_checkpoint(path: str) -> None:
         )
 
 
-# Hyperparameters that shape the optimizer's parameter groups: a resume must keep them.
-OPTIMIZER_LAYOUT = ("freeze", "norm_weight_decay")
-
-
 def check_fits(path: str, model: torch.nn.Module, resume: bool = False) -> None:
     """Raise a one-line :class:`UsageError` unless the checkpoint's weights fit ``model`` tensor for tensor
-    and, to ``resume`` its training, its optimizer's parameter groups are the ones ``model`` makes.
+    and, to ``resume`` its training, the model's recipe can go on from it (``why_not_resume``).
 
     Run before anything is written, so a resume or an evaluation with other network or data settings
     than the checkpoint's ends here rather than in a size-mismatch traceback halfway through.
@@ -147,43 +142,9 @@ def check_fits(path: str, model: torch.nn.Module, resume: bool = False) -> None:
             f"--ckpt_path {path} does not fit this network: {problems[0]}{more}; drop the --model/--data "
             "flags that differ from its run's config.yaml, or start a new run without --ckpt_path"
         )
-    if resume:
-        hparams, theirs = getattr(model, "hparams", {}), checkpoint.get("hyper_parameters", {})
-        for key in OPTIMIZER_LAYOUT:
-            there, here = _as_list(theirs.get(key)), _as_list(hparams.get(key))
-            if there != here:
-                raise UsageError(
-                    f"--ckpt_path {path} was trained with --model.{key} {there}, this run has {here}: its "
-                    f"optimizer cannot continue; resume with its setting, or start a new run from its "
-                    f"weights with --model.init_from {path}"
-                )
-        plan, mine = checkpoint.get("lr_plan") or {}, recipe_of(model)
-        if "optimizer" not in plan:
-            raise UsageError(
-                f"--ckpt_path {path} was written before the optimizer was configurable: its schedule's "
-                f"state cannot be read; start a new run from its weights with --model.init_from {path}"
-            )
-        for key in ("optimizer", "scheduler"):
-            there = plan[key]
-            if there != mine[key]:
-                raise UsageError(
-                    f"--ckpt_path {path} was trained with --model.{key} {there}, this run has {mine[key]}: "
-                    f"resume with its {key}, or start a new run from its weights: --model.init_from {path}"
-                )
-
-
-def recipe_of(model: torch.nn.Module) -> dict[str, str | None]:
-    """The class names of the optimizer and schedule ``model`` is configured with."""
-    names = {}
-    for key in ("optimizer", "scheduler"):
-        factory = getattr(model, key, None)
-        cls = class_of(factory) if factory is not None else None
-        names[key] = cls.__name__ if cls else None
-    return names
-
-
-def _as_list(value: Any) -> list:
-    return [] if value is None else [value] if isinstance(value, str) else list(value)
+    why = model.why_not_resume(checkpoint, path) if resume else None
+    if why:
+        raise UsageError(why)
 
 
 def data_card(path: str) -> dict[str, Any]:
