@@ -22,11 +22,9 @@ FILE_NAME = "predictions.csv"
 class PredictionsWriter(BasePredictionWriter):
     """Writes each sample's predicted class, its name and its probability to ``predictions.csv``.
 
-    Each process keeps only (sample index, class, probability) of the samples it saw; when
-    predict ends they are gathered on global rank 0, which writes one file sorted by index into
-    ``trainer.default_root_dir``. The first column names the sample as the DataModule's
-    ``predict_id`` does (``index`` of the test split, or ``file`` of an image folder).
-    The model's ``predict_step`` returns class probabilities, (batch, classes).
+    Each process keeps (sample index, class, probability) only, gathered on rank 0 when predict ends.
+    The first column names the sample as the DataModule's ``predict_id`` does (``index`` of the test
+    split, or ``file`` of an image folder); ``predict_step`` returns class probabilities.
     """
 
     def __init__(self) -> None:
@@ -71,9 +69,7 @@ class PredictionsWriter(BasePredictionWriter):
 def write(
     path: Path, rows: list[tuple[int, int, float]], datamodule: Any, names: Sequence[str] | None = None
 ) -> Path:
-    """Write ``rows`` (index, class, probability) as CSV (``folder.write_csv``); the path written.
-
-    The class names are ``names``, else the DataModule's."""
+    """Write ``rows`` (index, class, probability) as CSV (``folder.write_csv``); the path written."""
     names = names or provided(datamodule, "class_names")
     id_name = provided(datamodule, "predict_id_name", "index")
     name_of = provided(datamodule, "predict_id", lambda i: i)

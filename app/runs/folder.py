@@ -69,10 +69,7 @@ def claim_new(parent: Path, create: bool) -> Path:
 
 
 def newest_intact(parent: Path) -> Path | None:
-    """The newest readable checkpoint of the newest run under ``parent`` that has one.
-
-    Unreadable ones are skipped with a warning naming them.
-    """
+    """The newest readable checkpoint of the newest run under ``parent`` that has one."""
     for run in reversed(_versions(parent)):
         for path in checkpoints(run):
             if intact(path):
