@@ -101,7 +101,10 @@ class CLI(LightningCLI):
             super().parse_arguments(parser, args)
         except ArgumentError as err:
             line = one_line(str(err), given, parser)
-            if config is not None and not parses(parser, given[0]):
+            try:
+                if config is not None:  # the command without flags: do the run config's own values parse?
+                    parser.parse_args([given[0]])
+            except ArgumentError:
                 line += (
                     f"; it is in {config}, the run config of --ckpt_path, read before the flags: fix it "
                     "there, or pass the network and data flags yourself with --config FILE"
@@ -144,7 +147,14 @@ class CLI(LightningCLI):
             while isinstance(err.__cause__, ValueError):
                 err = err.__cause__
             raise UsageError(str(err)) from err
-        follow_weights(self.model, self.datamodule)
+        # The data gets the resize, crop and normalization of the network's pretrained weights. Known only
+        # once the network is built (they come with the weights), so neither a link from model to data
+        # (data is built first, and feeds the network its sizes) nor a default can carry them; and data/
+        # does not import models/: the two meet here. A DataModule that takes them has follow_weights
+        # (ImageFolderDataModule; --data.mean/std given win).
+        weights = getattr(getattr(self.model, "net", None), "preprocessing", lambda: None)()
+        if weights is not None and hasattr(self.datamodule, "follow_weights"):
+            self.datamodule.follow_weights(weights.resize_size, weights.crop_size, weights.mean, weights.std)
 
     def instantiate_trainer(self, **kwargs) -> Trainer:
         try:
@@ -176,7 +186,16 @@ class CLI(LightningCLI):
 
     def before_fit(self) -> None:
         self.check_fits()
-        check_monitored(self.trainer.callbacks, getattr(self.model, "monitorable", None))
+        monitorable = getattr(self.model, "monitorable", None)  # the keys the model logs, where it says
+        for callback in self.trainer.callbacks:
+            key = getattr(callback, "monitor", None)
+            if monitorable is not None and key is not None and key not in monitorable:
+                flag = (
+                    "--checkpoint.monitor"
+                    if isinstance(callback, ModelCheckpoint)
+                    else type(callback).__name__
+                )
+                raise UsageError(f"{flag} {key} is never logged; the model logs {', '.join(monitorable)}")
         if self.config.fit.test_after_fit and not self.tests_after_fit:
             rank_zero_info(
                 f"fit: {type(self.datamodule).__name__} has no test split: fit ends without a test"
@@ -253,41 +272,6 @@ def main(args: list[str] | None = None) -> None:
         fail("another process of this job failed (its error is above); this one stopped too")
     finally:
         folder.unlock()
-
-
-def follow_weights(model: object, datamodule: object) -> None:
-    """Give the data the resize, crop and normalization of the network's pretrained weights.
-
-    Known only once the network is built (they come with the weights), so neither a link from
-    model to data (data is built first, and feeds the network its sizes) nor a default can carry
-    them; and ``data/`` does not import ``models/``: the two meet here. A DataModule that takes
-    them has ``follow_weights`` (``ImageFolderDataModule``; ``--data.mean``/``std`` given win).
-    """
-    preprocessing = getattr(getattr(model, "net", None), "preprocessing", lambda: None)()
-    if preprocessing is not None and hasattr(datamodule, "follow_weights"):
-        p = preprocessing
-        datamodule.follow_weights(p.resize_size, p.crop_size, p.mean, p.std)
-
-
-def check_monitored(callbacks: list, monitorable: list[str] | None) -> None:
-    """Raise a one-line :class:`UsageError` where a callback monitors a key the model never logs
-    (``monitorable``: the keys it logs; None where the model does not say)."""
-    for callback in callbacks:
-        key = getattr(callback, "monitor", None)
-        if monitorable is not None and key is not None and key not in monitorable:
-            flag = (
-                "--checkpoint.monitor" if isinstance(callback, ModelCheckpoint) else type(callback).__name__
-            )
-            raise UsageError(f"{flag} {key} is never logged; the model logs {', '.join(monitorable)}")
-
-
-def parses(parser: LightningArgumentParser, subcommand: str) -> bool:
-    """Whether ``subcommand`` with no flags parses: its default config files hold valid values."""
-    try:
-        parser.parse_args([subcommand])
-    except ArgumentError:
-        return False
-    return True
 
 
 def without_ckpt_path(args: list[str]) -> list[str]:

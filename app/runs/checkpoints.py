@@ -45,8 +45,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             # Serialized in memory first, so a failed write surfaces as the OSError it is.
             buffer = io.BytesIO()
             torch.save(checkpoint, buffer)
+            umask = os.umask(0)  # read by setting it: put back at once
+            os.umask(umask)
             with os.fdopen(fd, "wb") as f:
-                os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp's 0600 would hide it from the group
+                os.fchmod(f.fileno(), 0o666 & ~umask)  # mkstemp's 0600 would hide it from the group
                 f.write(buffer.getbuffer())
                 f.flush()
                 os.fsync(f.fileno())
@@ -64,12 +66,6 @@ def _why(err: OSError, target: Path) -> str:
     hint = " (disk full? free space or pass another --trainer.default_root_dir)"
     full = err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
     return f"could not write checkpoint {target}: {err.strerror or err}{hint if full else ''}; {kept}"
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _fsync_folder(folder: Path) -> None:
