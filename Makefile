@@ -43,7 +43,7 @@ test: setup fashion-mnist
 LOWEST := .venv-lowest
 # Those of an optional part that was dropped are left out ($(wildcard)).
 LOWEST_TESTS ?= $(wildcard tests/app/test_cli.py tests/app/test_bad_input.py tests/app/test_internals.py \
-	tests/app/runs tests/app/distributed/test_distributed.py tests/app/callbacks/test_ema.py \
+	tests/app/runs tests/app/distributed/test_distributed.py tests/app/ema \
 	tests/app/export tests/app/pictures tests/data/image_folder/test_photos.py \
 	tests/models/test_backbone.py tests/test_sweeps.py)
 

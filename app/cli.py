@@ -6,8 +6,7 @@ import signal
 import sys
 from pathlib import Path
 
-import torch
-from jsonargparse import ActionConfigFile, ArgumentError
+from jsonargparse import ArgumentError
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.core.datamodule import LightningDataModule
@@ -31,19 +30,6 @@ from data.contract import card, provided
 DEFAULTS = Path(__file__).resolve().parents[1] / "configs" / "defaults.yaml"
 
 
-class Stopped(Exception):
-    """Training stopped by a signal, ``last.ckpt`` saved: what :func:`main` tells the user.
-
-    Attributes:
-        signal_name: ``SIGTERM`` or ``SIGINT`` (a first Ctrl-C during fit, handled as a SIGTERM).
-        last: the ``last.ckpt`` of the run.
-    """
-
-    def __init__(self, signal_name: str, last: Path) -> None:
-        super().__init__(f"stopped by {signal_name}")
-        self.signal_name, self.last = signal_name, last
-
-
 class CLI(LightningCLI):
     """``python -m app fit|validate|test|predict|export``; defaults in ``configs/defaults.yaml``."""
 
@@ -57,29 +43,20 @@ class CLI(LightningCLI):
             if run is not None and (trainer is None or trainer.global_step == 0):
                 folder.discard(run)  # a start that failed: nothing worth keeping
             if isinstance(err, SIGTERMException) and run is not None:
-                raise Stopped(self.stopped_by(), last_of(run.folder)) from err
+                finish_wandb()  # its closing lines before the resume line, which ends the output
+                # LastCheckpoint takes a first Ctrl-C during fit for a SIGTERM, so that it saves.
+                ctrl_c = getattr(self.config_init[self.subcommand].get("last_checkpoint"), "ctrl_c", False)
+                resume = ["python", "-m", "app", *without_ckpt_path(self.given), "--ckpt_path", "last"]
+                sys.stderr.write(
+                    f"stopped by {'Ctrl-C' if ctrl_c else 'SIGTERM'}: saved {last_of(run.folder)}; "
+                    f"resume with: {shlex.join(resume)}\n"
+                )
+                sys.exit(128 + (signal.SIGINT if ctrl_c else signal.SIGTERM))
             raise
         finally:
-            if "wandb" in sys.modules:
-                # Left to wandb's exit hook, its closing lines reach a log file with their terminal
-                # colour codes (the stream checks no longer work at interpreter exit).
-                sys.modules["wandb"].finish()
+            finish_wandb()
         if self.trainer.fast_dev_run:
             folder.discard(self.run)  # a smoke test of the code: nothing of it is kept
-
-    def stopped_by(self) -> str:
-        """The signal that stopped training: ``SIGINT`` where LastCheckpoint took a Ctrl-C for one."""
-        for callback in self.trainer.callbacks:
-            if isinstance(callback, LastCheckpoint) and callback.stopped_by:
-                return callback.stopped_by
-        return "SIGTERM"
-
-    def init_parser(self, **kwargs) -> LightningArgumentParser:
-        parser = Parser(**kwargs)
-        parser.add_argument(
-            "-c", "--config", action=ActionConfigFile, help="A YAML config file (several stack)."
-        )
-        return parser
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         # Always on, whatever trainer.callbacks lists: what checkpoints and resumes rely on.
@@ -116,7 +93,7 @@ class CLI(LightningCLI):
             return self.saved_card["num_classes"]
 
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
-        given = list(sys.argv[1:] if args is None else args)
+        given = self.given = list(sys.argv[1:] if args is None else args)
         config = folder.run_config(given)
         if config is not None:  # read under the flags, as a default of the command's own
             parser.subcommands_action.choices[given[0]].default_config_files = [str(DEFAULTS), str(config)]
@@ -124,7 +101,10 @@ class CLI(LightningCLI):
             super().parse_arguments(parser, args)
         except ArgumentError as err:
             line = one_line(str(err), given, parser)
-            if config is not None and not parses(parser, given[0]):
+            try:
+                if config is not None:  # the command without flags: do the run config's own values parse?
+                    parser.parse_args([given[0]])
+            except ArgumentError:
                 line += (
                     f"; it is in {config}, the run config of --ckpt_path, read before the flags: fix it "
                     "there, or pass the network and data flags yourself with --config FILE"
@@ -167,7 +147,14 @@ class CLI(LightningCLI):
             while isinstance(err.__cause__, ValueError):
                 err = err.__cause__
             raise UsageError(str(err)) from err
-        follow_weights(self.model, self.datamodule)
+        # The data gets the resize, crop and normalization of the network's pretrained weights. Known only
+        # once the network is built (they come with the weights), so neither a link from model to data
+        # (data is built first, and feeds the network its sizes) nor a default can carry them; and data/
+        # does not import models/: the two meet here. A DataModule that takes them has follow_weights
+        # (ImageFolderDataModule; --data.mean/std given win).
+        weights = getattr(getattr(self.model, "net", None), "preprocessing", lambda: None)()
+        if weights is not None and hasattr(self.datamodule, "follow_weights"):
+            self.datamodule.follow_weights(weights.resize_size, weights.crop_size, weights.mean, weights.std)
 
     def instantiate_trainer(self, **kwargs) -> Trainer:
         try:
@@ -199,7 +186,16 @@ class CLI(LightningCLI):
 
     def before_fit(self) -> None:
         self.check_fits()
-        check_monitored(self.trainer.callbacks, getattr(self.model, "monitorable", None))
+        monitorable = getattr(self.model, "monitorable", None)  # the keys the model logs, where it says
+        for callback in self.trainer.callbacks:
+            key = getattr(callback, "monitor", None)
+            if monitorable is not None and key is not None and key not in monitorable:
+                flag = (
+                    "--checkpoint.monitor"
+                    if isinstance(callback, ModelCheckpoint)
+                    else type(callback).__name__
+                )
+                raise UsageError(f"{flag} {key} is never logged; the model logs {', '.join(monitorable)}")
         if self.config.fit.test_after_fit and not self.tests_after_fit:
             rank_zero_info(
                 f"fit: {type(self.datamodule).__name__} has no test split: fit ends without a test"
@@ -213,11 +209,6 @@ class CLI(LightningCLI):
             _ = logger.version
         trainer, model = self.trainer, self.model
         model.data_card = card(self.datamodule)  # a resume's checkpoint brings its own
-        channels, size = provided(self.datamodule, "in_channels"), provided(self.datamodule, "image_size")
-        if model.example_input_array is None and channels and size and not model.hparams.get("compile"):
-            # One image: the model summary then shows each layer's output size and the FLOPs (a compiled
-            # network would compile for it).
-            model.example_input_array = torch.zeros(1, channels, size, size)
         world = trainer.world_size
         device = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()
         batch = provided(self.datamodule, "batch_size")
@@ -273,75 +264,39 @@ def main(args: list[str] | None = None) -> None:
             raise
         # The process that failed first printed why; this one only lost its peer.
         fail("another process of this job failed (its error is above); this one stopped too")
-    except Stopped as stop:
-        given = args if args is not None else sys.argv[1:]
-        resume = shlex.join(["python", "-m", "app", *without_ckpt_path(given), "--ckpt_path", "last"])
-        how = "Ctrl-C" if stop.signal_name == "SIGINT" else stop.signal_name
-        sys.stderr.write(f"stopped by {how}: saved {stop.last}; resume with: {resume}\n")
-        sys.exit(128 + getattr(signal.Signals, stop.signal_name).value)
     finally:
         folder.unlock()
 
 
 def build(cli: type[CLI], args: list[str] | None) -> CLI:
     """``cli`` (``CLI`` or a subclass) made as ``python -m app`` makes it: it parses ``args`` and runs."""
-    defaults = {"default_config_files": [str(DEFAULTS)]}
+    # No dump header: config.yaml starts with the config itself.
+    defaults = {"default_config_files": [str(DEFAULTS)], "dump_header": None}
     return cli(
         models.ImageClassifier,
         LightningDataModule,
         trainer_class=Trainer,
+        parser_class=Parser,
         subclass_mode_data=True,
         auto_configure_optimizers=False,
-        parser_kwargs={command: defaults for command in CLI.subcommands()},
+        parser_kwargs={"dump_header": None, **{command: defaults for command in CLI.subcommands()}},
         save_config_callback=RunConfig,
         save_config_kwargs={"overwrite": True},
         args=args,
     )
 
 
-def follow_weights(model: object, datamodule: object) -> None:
-    """Give the data the resize, crop and normalization of the network's pretrained weights.
-
-    Known only once the network is built (they come with the weights), so neither a link from
-    model to data (data is built first, and feeds the network its sizes) nor a default can carry
-    them; and ``data/`` does not import ``models/``: the two meet here. A DataModule that takes
-    them has ``follow_weights`` (``ImageFolderDataModule``; ``--data.mean``/``std`` given win).
-    """
-    preprocessing = getattr(getattr(model, "net", None), "preprocessing", lambda: None)()
-    if preprocessing is not None and hasattr(datamodule, "follow_weights"):
-        p = preprocessing
-        datamodule.follow_weights(p.resize_size, p.crop_size, p.mean, p.std)
-
-
-def check_monitored(callbacks: list, monitorable: list[str] | None) -> None:
-    """Raise a one-line :class:`UsageError` where a callback monitors a key the model never logs
-    (``monitorable``: the keys it logs; None where the model does not say)."""
-    for callback in callbacks:
-        key = getattr(callback, "monitor", None)
-        if monitorable is not None and key is not None and key not in monitorable:
-            flag = (
-                "--checkpoint.monitor" if isinstance(callback, ModelCheckpoint) else type(callback).__name__
-            )
-            raise UsageError(f"{flag} {key} is never logged; the model logs {', '.join(monitorable)}")
-
-
-def parses(parser: LightningArgumentParser, subcommand: str) -> bool:
-    """Whether ``subcommand`` with no flags parses: its default config files hold valid values."""
-    try:
-        parser.parse_args([subcommand])
-    except ArgumentError:
-        return False
-    return True
-
-
 def without_ckpt_path(args: list[str]) -> list[str]:
     """``args`` less any ``--ckpt_path VALUE`` or ``--ckpt_path=VALUE``."""
-    kept, skip = [], False
-    for arg in args:
-        if skip or arg.startswith("--ckpt_path="):
-            skip = False
-            continue
-        skip = arg == "--ckpt_path"
-        if not skip:
-            kept.append(arg)
-    return kept
+    return [
+        arg
+        for before, arg in zip([None, *args], args, strict=False)
+        if not (arg == "--ckpt_path" or arg.startswith("--ckpt_path=") or before == "--ckpt_path")
+    ]
+
+
+def finish_wandb() -> None:
+    """End wandb's run now: left to its exit hook, its closing lines reach a log file with their
+    terminal colour codes (the stream checks no longer work at interpreter exit)."""
+    if "wandb" in sys.modules:
+        sys.modules["wandb"].finish()

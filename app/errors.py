@@ -12,28 +12,13 @@ from data import DataError
 from models.errors import ModelError
 
 
-class UserError(Exception):
-    """A problem the user can fix; the message, one line, says what to do."""
-
-
-class UsageError(UserError):
-    """A flag or config value that cannot work; the message says which."""
-
-
-class RunFolderError(UserError):
-    """The run folder cannot be made or written; the message says which and why."""
-
-
-class CheckpointWriteError(UserError):
-    """A checkpoint could not be written; the previous file at that path is untouched."""
-
-
-class LossNotFiniteError(UserError):
-    """The training loss diverged; the message gives the step and the last good checkpoint."""
+class UsageError(Exception):
+    """A problem the user can fix (a flag, the run folder, a checkpoint write, a diverged loss); the
+    message, one line, says what to do."""
 
 
 # DataError and ModelError are data/'s and models/' own (neither imports app/).
-USER_ERRORS = (UserError, DataError, ModelError)
+USER_ERRORS = (UsageError, DataError, ModelError)
 
 # torch.distributed's own code: a RuntimeError raised there is a collective that failed (gloo raises no
 # error type of its own for a peer that died).

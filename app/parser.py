@@ -2,6 +2,7 @@
 
 import difflib
 import functools
+import pkgutil
 
 from jsonargparse import ArgumentError, Namespace
 from jsonargparse.typing import register_type, registered_types
@@ -78,13 +79,8 @@ def one_line(message: str, given: list[str], parser: Parser) -> str:
 def class_defaults(class_path: str) -> Namespace:
     """The defaults of the class at ``class_path``'s signature, as jsonargparse reads them."""
     parser = LightningArgumentParser(exit_on_error=False)
-    parser.add_class_arguments(class_path_type(class_path), fail_untyped=False)
+    parser.add_class_arguments(pkgutil.resolve_name(class_path), fail_untyped=False)
     return parser.get_defaults()
-
-
-def class_path_type(class_path: str) -> type:
-    module, _, name = class_path.rpartition(".")
-    return getattr(__import__(module, fromlist=[name]), name)
 
 
 def serialize_checked() -> None:

@@ -22,7 +22,7 @@ def steps(net_name: str, batch: int, warmup: int, timed: int, tuned: bool) -> fl
     from models import CifarCNN, MnistCNN
 
     if tuned:
-        from app.allocator import keep_freed_memory
+        from app.process import keep_freed_memory
 
         keep_freed_memory()
     net, shape = (MnistCNN(), (1, 28, 28)) if net_name == "mnist" else (CifarCNN(), (3, 32, 32))

@@ -24,7 +24,7 @@ from torch import Tensor
 from torch.utils.data import DistributedSampler
 from torchvision.transforms import v2
 
-from app.allocator import keep_freed_memory
+from app.process import keep_freed_memory
 from benchmarks.__main__ import cpu_name
 from data import CIFAR10DataModule, FashionMNISTDataModule
 from data.augment import resident_transform

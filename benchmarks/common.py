@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from app.allocator import keep_freed_memory
+from app.process import keep_freed_memory
 
 
 def arguments(description: str) -> argparse.ArgumentParser:

@@ -36,7 +36,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
 
-from app.allocator import keep_freed_memory
+from app.process import keep_freed_memory
 from benchmarks.common import now
 from data import ImageFolderDataModule
 from data.image_folder.photos import IMAGENET_MEAN, IMAGENET_STD

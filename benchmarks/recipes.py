@@ -37,6 +37,8 @@ RECIPES = {
     "AdamW ... + EMA": [*ADAMW, *EMA],
     "AdamW ... + EMA + mixup/CutMix": [*ADAMW, *EMA, *MIX],
 }
+if not (ROOT / "configs" / "ema.yaml").exists():  # the optional EMA part was dropped
+    RECIPES = {name: args for name, args in RECIPES.items() if "EMA" not in name}
 IMBALANCE = {
     "plain": [],
     "--data.sampler balanced": ["--data.sampler=balanced"],

@@ -1,29 +1,32 @@
 """``python -m benchmarks.step_overhead``: what the loop around a training step costs, per step.
 
 A one-layer network at batch 8 on resident Fashion-MNIST: a few tens of microseconds of arithmetic,
-so the rest is the loop. Three rows, each a whole process run at two step counts (the difference
-cancels start-up, data loading and the end of the run), one torch thread, the template's allocator:
+so the rest is the loop. Three rows, all timed in this one process (one torch thread, the CLI's
+allocator setting), over the steps after the first ``--warmup`` (start-up and the first steps excluded):
 
 - bare: a hand-written PyTorch loop;
 - lightning: Lightning's Trainer, logger, progress bar, checkpointing and summary off;
-- template: ``python -m app fit`` as users run it (default callbacks; W&B offline).
+- template: ``app.cli.main(["fit", ...])`` as users run it (default callbacks; W&B offline).
 
-Medians of ``--rounds`` interleaved rounds; a Markdown table goes to stdout.
+Lightning's and the template's steps are timed by the same callback (:class:`StepClock`). Each round
+runs the three rows in turn; medians of ``--rounds`` rounds, each round's figures beside them.
 """
 
 import argparse
+import json
+import os
 import statistics
-import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
+from lightning import Callback
 from torch import nn
 from torch.nn import functional as F
 
-from benchmarks.common import seconds
-
 ROOT = Path(__file__).resolve().parents[1]
+MEASURED: list[float] = []  # µs per step, as StepClock measured it
 
 
 class OneLayer(nn.Module):
@@ -55,17 +58,41 @@ def batches(root: str, batch_size: int, steps: int):
         yield normalize(images[batch], mean, std), labels[batch]
 
 
-def bare(args: argparse.Namespace) -> None:
+class StepClock(Callback):
+    """Times the training steps after the first ``warmup``; appends µs per step to ``MEASURED`` at the end.
+
+    Args:
+        warmup: steps not timed.
+    """
+
+    def __init__(self, warmup: int = 100) -> None:
+        self.warmup, self.start, self.end = warmup, 0.0, 0.0
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.warmup:
+            self.start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.end = time.perf_counter()
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        MEASURED.append((self.end - self.start) / (trainer.global_step - self.warmup) * 1e6)
+
+
+def bare(args: argparse.Namespace, resident: list) -> float:
     net = OneLayer()
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-3)
-    for x, y in list(batches(args.root, args.batch_size, args.steps)):  # made before, as for lightning
+    for step, (x, y) in enumerate(resident):
+        if step == args.warmup:
+            start = time.perf_counter()
         loss = F.cross_entropy(net(x), y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+    return (time.perf_counter() - start) / (len(resident) - args.warmup) * 1e6
 
 
-def lightning(args: argparse.Namespace) -> None:
+def lightning(args: argparse.Namespace, resident: list) -> float:
     from lightning import LightningModule, Trainer
 
     class Module(LightningModule):
@@ -81,10 +108,17 @@ def lightning(args: argparse.Namespace) -> None:
             return torch.optim.SGD(self.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-3)
 
     off = {"logger": False, "enable_progress_bar": False, "enable_checkpointing": False}
-    trainer = Trainer(**off, enable_model_summary=False, max_steps=args.steps, accelerator="cpu", devices=1)
+    trainer = Trainer(
+        **off,
+        enable_model_summary=False,
+        max_steps=len(resident),
+        accelerator="cpu",
+        devices=1,
+        callbacks=[StepClock(args.warmup)],
+    )
     # A list would be read as several loaders: a plain iterable of the same batches.
-    resident = list(batches(args.root, args.batch_size, args.steps))
     trainer.fit(Module(), train_dataloaders=Iterable(resident))
+    return MEASURED.pop()
 
 
 class Iterable:
@@ -100,53 +134,61 @@ class Iterable:
         return len(self.items)
 
 
-def template_command(args: argparse.Namespace, steps: int, folder: Path) -> list[str]:
-    command = [sys.executable, "-m", "app", "fit", f"--config={ROOT / 'configs' / 'fashion_mnist.yaml'}"]
-    command += [f"--data.root={args.root}", "--model.net=benchmarks.step_overhead.OneLayer"]
-    command += [f"--data.batch_size={args.batch_size}", f"--trainer.max_steps={steps}"]
-    return [*command, "--test_after_fit=false", f"--trainer.default_root_dir={folder}"]
+def template(args: argparse.Namespace, resident: list, folder: Path) -> float:
+    from app.cli import main
+
+    clock = {"class_path": "benchmarks.step_overhead.StepClock", "init_args": {"warmup": args.warmup}}
+    main(
+        [
+            "fit",
+            f"--config={ROOT / 'configs' / 'fashion_mnist.yaml'}",
+            f"--data.root={args.root}",
+            "--model.net=benchmarks.step_overhead.OneLayer",
+            f"--data.batch_size={args.batch_size}",
+            f"--trainer.max_steps={len(resident)}",
+            "--test_after_fit=false",
+            f"--trainer.default_root_dir={folder}",
+            f"--trainer.callbacks+={json.dumps(clock)}",
+        ]
+    )
+    # The class the config names is this module's imported copy (not __main__'s): its list.
+    from benchmarks.step_overhead import MEASURED as measured
+
+    return measured.pop()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=str(ROOT / "datasets"), help="data folder (Fashion-MNIST)")
     parser.add_argument("--batch-size", type=int, default=8)
-    # The longer, the less the start-up's spread (~0.5 s here) weighs; an epoch (a validation) is 6,875.
-    parser.add_argument("--steps", type=int, nargs=2, default=[300, 6300], help="the two step counts")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--row", choices=("bare", "lightning"), help=argparse.SUPPRESS)  # a child's part
+    # Within one epoch (6,875 steps at batch 8): no validation among them.
+    parser.add_argument("--steps", type=int, default=3000, help="steps a row runs, warm-up included")
+    parser.add_argument("--warmup", type=int, default=100, help="first steps, not timed")
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    if args.row:
-        from benchmarks.common import arguments
+    from app.process import keep_freed_memory
 
-        arguments("")  # the template's allocator setting
-        torch.set_num_threads(1)
-        args.steps = args.steps[0]
-        (bare if args.row == "bare" else lightning)(args)
-        return
-    short, long = args.steps
+    keep_freed_memory()  # the CLI's allocator setting, for every row
+    torch.set_num_threads(1)
+    os.environ.setdefault("WANDB_MODE", "offline")
+    os.environ.setdefault("WANDB_SILENT", "true")
+    resident = list(batches(args.root, args.batch_size, args.steps))
+    rows: dict[str, list[float]] = {"bare": [], "lightning": [], "template": []}
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        rows: dict[str, list[float]] = {"bare": [], "lightning": [], "template": []}
-        for _ in range(args.rounds):
-            for row in rows:
-                times = []
-                for steps in (short, long):
-                    if row == "template":
-                        command = template_command(args, steps, folder)
-                    else:
-                        command = [sys.executable, "-m", "benchmarks.step_overhead", f"--row={row}"]
-                        command += [f"--root={args.root}", f"--batch-size={args.batch_size}"]
-                        command += ["--steps", str(steps), "0"]
-                    times.append(seconds(command, folder, OMP_NUM_THREADS="1"))
-                rows[row].append((times[1] - times[0]) / (long - short) * 1e6)
+        for i in range(args.rounds):
+            rows["bare"].append(bare(args, resident))
+            rows["lightning"].append(lightning(args, resident))
+            rows["template"].append(template(args, resident, Path(tmp) / str(i)))
     per_step = {row: statistics.median(values) for row, values in rows.items()}
-    print(f"torch {torch.__version__}, 1 thread, batch {args.batch_size}, steps {short} and {long}, ", end="")
-    print(f"median of {args.rounds} interleaved rounds\n")
-    print("| row | us per step | over bare | over lightning |\n|---|---|---|---|")
-    bare_cost, lightning_cost = per_step["bare"], per_step["lightning"]
+    print(f"torch {torch.__version__}, 1 thread, batch {args.batch_size}, {args.steps} steps (first ", end="")
+    print(f"{args.warmup} untimed), in-process, median of {args.rounds} interleaved rounds\n")
+    print("| row | µs per step | over bare | over lightning | / lightning | each round |")
+    print("|---|---|---|---|---|---|")
     for row, value in per_step.items():
-        print(f"| {row} | {value:.0f} | {value - bare_cost:+.0f} | {value - lightning_cost:+.0f} |")
+        rounds = ", ".join(f"{v:.0f}" for v in rows[row])
+        over_bare, over_lightning = value - per_step["bare"], value - per_step["lightning"]
+        ratio = value / per_step["lightning"]
+        print(f"| {row} | {value:.0f} | {over_bare:+.0f} | {over_lightning:+.0f} | {ratio:.2f} | {rounds} |")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ from models.metrics import macro_metrics
 from models.nets.net import Net
 from models.schedules import RightOpenUnitInterval, SchedulerCallable
 
+# Hyperparameters that shape the optimizer's parameter groups: a resume must keep them.
+OPTIMIZER_LAYOUT = ("freeze", "norm_weight_decay")
+
 # The example MNIST script's optimizer, as configs/defaults.yaml spells it out for the CLI.
 DEFAULT_OPTIMIZER = functools.partial(torch.optim.SGD, lr=0.01, momentum=0.9, weight_decay=5e-3)
 
@@ -31,6 +34,10 @@ def is_log_step(trainer: Trainer, every: int | None = None) -> bool:
     ``log_every_n_steps``, the steps whose metrics it sends to the loggers)."""
     every = trainer.log_every_n_steps if every is None else every
     return bool(every) and (trainer.global_step + 1) % every == 0
+
+
+def _as_list(value: object) -> list:
+    return [] if value is None else [value] if isinstance(value, str) else list(value)
 
 
 class ImageClassifier(LightningModule):
@@ -206,6 +213,12 @@ class ImageClassifier(LightningModule):
         return {"preds": logits.argmax(dim=1)}
 
     def setup(self, stage: str) -> None:
+        data = self.trainer.datamodule
+        shape = getattr(data, "in_channels", None), getattr(data, "image_size", None)
+        if stage == "fit" and self.example_input_array is None and all(shape) and not self.hparams.compile:
+            # One image: the model summary then shows each layer's output size and the FLOPs (a compiled
+            # network would compile for it).
+            self.example_input_array = torch.zeros(1, shape[0], shape[1], shape[1])
         if stage == "fit" and self.hparams.class_weights == "balanced":
             counts = getattr(self.trainer.datamodule, "class_counts", None)
             if counts is None:
@@ -256,6 +269,33 @@ class ImageClassifier(LightningModule):
             return steps
         epochs, per_epoch = self.trainer.max_epochs, max(1, self.trainer.num_training_batches)
         return epochs if epochs and epochs > 0 else max(1, -(-steps // per_epoch))
+
+    def why_not_resume(self, checkpoint: dict, path: str) -> str | None:
+        """Why training cannot go on from ``checkpoint`` (at ``path``) with this recipe; None if it can."""
+        hparams, theirs = self.hparams, checkpoint.get("hyper_parameters", {})
+        for key in OPTIMIZER_LAYOUT:
+            there, here = _as_list(theirs.get(key)), _as_list(hparams.get(key))
+            if there != here:
+                return (
+                    f"--ckpt_path {path} was trained with --model.{key} {there}, this run has {here}: its "
+                    f"optimizer cannot continue; resume with its setting, or start a new run from its "
+                    f"weights with --model.init_from {path}"
+                )
+        plan = checkpoint.get("lr_plan") or {}
+        if "optimizer" not in plan:
+            return (
+                f"--ckpt_path {path} was written before the optimizer was configurable: its schedule's "
+                f"state cannot be read; start a new run from its weights with --model.init_from {path}"
+            )
+        for key in ("optimizer", "scheduler"):
+            cls = optimization.class_of(getattr(self, key)) if getattr(self, key) is not None else None
+            there, mine = plan[key], cls.__name__ if cls else None
+            if there != mine:
+                return (
+                    f"--ckpt_path {path} was trained with --model.{key} {there}, this run has {mine}: "
+                    f"resume with its {key}, or start a new run from its weights: --model.init_from {path}"
+                )
+        return None
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["lr_plan"] = self.plan

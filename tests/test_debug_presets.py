@@ -1,8 +1,10 @@
 """The debug presets stack on any preset and do what they say."""
 
+import json
+
 import pytest
 import torch
-from helpers.cli import check, logged, run_app, run_folder
+from helpers.cli import callback, check, logged, run_app, run_folder
 
 from data import MNISTDataModule
 from models import ImageClassifier, MnistCNN
@@ -22,6 +24,18 @@ def test_each_debug_preset_stacks_on_a_preset_and_runs(preset, mnist_root, tmp_p
     if preset.endswith("profile.yaml"):
         report = (run_folder(tmp_path) / "fit-profile.txt").read_text()
         assert "run_training_epoch" in report
+
+
+@pytest.mark.parametrize("fast_dev_run", [True, False])
+def test_fast_dev_run_gets_no_config_callback_and_writes_no_config_yaml(fast_dev_run, mnist_root, tmp_path):
+    """Lightning adds the CLI's config callback outside fast_dev_run only: RunConfig needs no check of it."""
+    ran = tmp_path / "ran.json"
+    args = [f"--data.root={mnist_root}", f"--trainer.fast_dev_run={str(fast_dev_run).lower()}"]
+    check(run_app("fit", *args, callback("helpers.trainer_probe.TrainerProbe", file=str(ran)), cwd=tmp_path))
+    probed = json.loads(ran.read_text())
+    # By fit's start every setup hook has run, RunConfig's (which writes config.yaml) included.
+    assert ("app.runs.config.RunConfig" in probed["callbacks"]) is not fast_dev_run
+    assert ("config.yaml" in probed["files"]) is not fast_dev_run
 
 
 def test_overfit_preset_learns_its_batches_by_heart(mnist_root, tmp_path):

@@ -1,16 +1,18 @@
 """``last.ckpt``: the newest state of a run, kept current so a kill or a pre-emption loses little."""
 
 import os
+import random
 import signal
 import threading
 from typing import Any
 
+import numpy as np
+import torch
 import torch.distributed as dist
 from jsonargparse.typing import NonNegativeInt
 from lightning import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from app.runs import rng_states
 from app.runs.checkpoints import last_of
 
 RNG_KEY = "rng_states"
@@ -34,7 +36,7 @@ class LastCheckpoint(Callback):
         every_n_steps: steps between saves; 0 saves at epoch ends (and on SIGTERM) only.
 
     Attributes:
-        stopped_by: ``"SIGINT"`` once a Ctrl-C has stopped training this way, else None.
+        ctrl_c: whether a Ctrl-C stopped training this way (the CLI says so, and exits with 130).
     """
 
     def __init__(self, every_n_steps: NonNegativeInt = 500) -> None:
@@ -42,7 +44,7 @@ class LastCheckpoint(Callback):
         self.saved_at = -1
         self.pending_rng: dict[str, Any] | None = None
         self.sigint_before: Any = None
-        self.stopped_by: str | None = None
+        self.ctrl_c = False
 
     def save(self, trainer: Trainer) -> None:
         if trainer.sanity_checking or trainer.fast_dev_run or trainer.global_step == self.saved_at:
@@ -63,10 +65,10 @@ class LastCheckpoint(Callback):
             self.save(trainer)
 
     def on_save_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict) -> None:
-        states = [rng_states.collect()]
+        states = [collect_rng_states()]
         if dist.is_available() and dist.is_initialized() and trainer.world_size > 1:
             states = [None] * dist.get_world_size()
-            dist.all_gather_object(states, rng_states.collect())
+            dist.all_gather_object(states, collect_rng_states())
         checkpoint[RNG_KEY] = states
 
     def on_load_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict) -> None:
@@ -77,9 +79,9 @@ class LastCheckpoint(Callback):
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # After everything set-up draws has drawn.
         if self.pending_rng is not None:
-            rng_states.restore(self.pending_rng)
+            restore_rng_states(self.pending_rng)
             self.pending_rng = None
-        self.stopped_by = None
+        self.ctrl_c = False
         if threading.current_thread() is threading.main_thread():
             self.sigint_before = signal.signal(signal.SIGINT, self._stop_as_if_sigterm)
 
@@ -94,6 +96,27 @@ class LastCheckpoint(Callback):
     def _stop_as_if_sigterm(self, signum: int, frame: object) -> None:
         # Lightning stops every rank at the same step for a SIGTERM (they agree on it at each step), so
         # the save's collectives meet; Lightning's own Ctrl-C handling stops each rank where it is.
-        self.stopped_by = "SIGINT"
+        self.ctrl_c = True
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def collect_rng_states() -> dict[str, Any]:
+    """This process's generator states."""
+    kind, keys, position, has_gauss, gauss = np.random.get_state()
+    # Tensors and plain values only, so the checkpoint still loads with torch.load(weights_only=True).
+    numpy = [kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, gauss]
+    states = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": numpy}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def restore_rng_states(states: dict[str, Any]) -> None:
+    """Put back what :func:`collect_rng_states` returned."""
+    torch.set_rng_state(states["torch"])
+    random.setstate(states["python"])
+    kind, keys, position, has_gauss, gauss = states["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, gauss))
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])

@@ -6,7 +6,7 @@ import torch
 from jsonargparse.typing import PositiveInt
 from lightning import Callback, LightningModule, Trainer
 
-from app.errors import LossNotFiniteError
+from app.errors import UsageError
 from app.runs.checkpoints import last_of
 from models import is_log_step
 
@@ -15,7 +15,7 @@ FOLD_EVERY = 256  # losses kept at most between two reads
 
 
 class StopOnNonFiniteLoss(Callback):
-    """Raises :class:`LossNotFiniteError` on every rank once a training loss was not finite.
+    """Raises :class:`UsageError` on every rank once a training loss was not finite.
 
     Each step's loss is kept on the device as it is, and read (one all-reduce) at the steps
     Lightning logs, at each epoch end, and whenever a checkpoint is about to be written, whoever
@@ -78,7 +78,7 @@ class StopOnNonFiniteLoss(Callback):
             return
         value = f"{self.bad_loss.item()}" if mine == first else "not finite on another rank"
         kept = last_of(trainer.default_root_dir)
-        raise LossNotFiniteError(
+        raise UsageError(
             f"the training loss is {value} at step {first}; "
             + (
                 f"the last good checkpoint is {kept}"

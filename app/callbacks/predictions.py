@@ -3,8 +3,6 @@
 A later ``predict`` of the same run writes ``predictions-2.csv``, ``-3``, ...: none replaces another's file.
 """
 
-import csv
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,11 +22,9 @@ FILE_NAME = "predictions.csv"
 class PredictionsWriter(BasePredictionWriter):
     """Writes each sample's predicted class, its name and its probability to ``predictions.csv``.
 
-    Each process keeps only (sample index, class, probability) of the samples it saw; when
-    predict ends they are gathered on global rank 0, which writes one file sorted by index into
-    ``trainer.default_root_dir``. The first column names the sample as the DataModule's
-    ``predict_id`` does (``index`` of the test split, or ``file`` of an image folder).
-    The model's ``predict_step`` returns class probabilities, (batch, classes).
+    Each process keeps (sample index, class, probability) only, gathered on rank 0 when predict ends.
+    The first column names the sample as the DataModule's ``predict_id`` does (``index`` of the test
+    split, or ``file`` of an image folder); ``predict_step`` returns class probabilities.
     """
 
     def __init__(self) -> None:
@@ -66,26 +62,22 @@ class PredictionsWriter(BasePredictionWriter):
         if trainer.is_global_zero:
             # The checkpoint's class names: those the network learnt, even where the data is gone.
             names = (getattr(pl_module, "data_card", None) or {}).get("class_names")
-            path = folder.unused(Path(trainer.default_root_dir) / FILE_NAME)
-            write(path, sorted(rows), trainer.datamodule, names)
+            path = write(Path(trainer.default_root_dir) / FILE_NAME, sorted(rows), trainer.datamodule, names)
             rank_zero_info(f"done: {len(rows)} predictions in {path}")
 
 
 def write(
     path: Path, rows: list[tuple[int, int, float]], datamodule: Any, names: Sequence[str] | None = None
-) -> None:
-    """Write ``rows`` (index, class, probability) as CSV, atomically (a reader never sees half a file).
-
-    The class names are ``names``, else the DataModule's."""
+) -> Path:
+    """Write ``rows`` (index, class, probability) as CSV (``folder.write_csv``); the path written."""
     names = names or provided(datamodule, "class_names")
     id_name = provided(datamodule, "predict_id_name", "index")
     name_of = provided(datamodule, "predict_id", lambda i: i)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    with open(partial, "w", newline="") as f:
-        out = csv.writer(f)
-        out.writerow([id_name, "class", "class_name", "probability"])
-        for index, predicted, probability in rows:
-            name = names[predicted] if names and predicted < len(names) else str(predicted)
-            out.writerow([name_of(index), predicted, name, f"{probability:.6f}"])
-    os.replace(partial, path)
+    return folder.write_csv(
+        path,
+        [id_name, "class", "class_name", "probability"],
+        (
+            [name_of(i), k, names[k] if names and k < len(names) else str(k), f"{probability:.6f}"]
+            for i, k, probability in rows
+        ),
+    )

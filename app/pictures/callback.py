@@ -15,7 +15,6 @@ from PIL import Image
 from torch import Tensor
 from torchmetrics.classification import MulticlassConfusionMatrix
 
-from app.callbacks.model_outputs import num_classes, predicted_classes
 from app.pictures.drawing import CURVES, Sketch, curves_figure, draw, grid_picture, matrix_picture
 from data.contract import provided
 
@@ -56,7 +55,9 @@ class ValidationPictures(Callback):
         self.drawing: list[tuple[int, Future]] = []  # (global step, PNG paths by key), oldest first
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        classes = num_classes(trainer, pl_module)
+        # The model's class count (a checkpoint's, where the data is gone), else the DataModule's.
+        hparams, data = pl_module.hparams, trainer.datamodule
+        classes = getattr(hparams, "num_classes", None) or provided(data, "num_classes")
         if self.confusion is None and classes:
             self.confusion = MulticlassConfusionMatrix(classes)
         elif not classes:
@@ -81,7 +82,7 @@ class ValidationPictures(Callback):
     ) -> None:
         if trainer.sanity_checking or self.confusion is None:
             return
-        preds = predicted_classes(outputs)
+        preds = outputs.get("preds") if isinstance(outputs, Mapping) else None
         if preds is None:
             rank_zero_warn("ValidationPictures: validation_step returns no {'preds': ...}; no pictures")
             self.confusion = None  # every rank gets the same outputs, so all stop alike

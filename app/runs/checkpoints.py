@@ -1,7 +1,6 @@
 """Checkpoint files: written whole or not at all, checked before use, and found for ``--ckpt_path last``."""
 
 import errno
-import functools
 import io
 import os
 import tempfile
@@ -12,8 +11,7 @@ from typing import Any
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from app.errors import CheckpointWriteError, UsageError
-from models.optimization import class_of
+from app.errors import UsageError
 
 TEMP_MARK = ".tmp-"  # in the names of files being written
 
@@ -42,13 +40,15 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, temp = tempfile.mkstemp(prefix=f"{target.name}{TEMP_MARK}", dir=target.parent)
         except OSError as err:
-            raise CheckpointWriteError(_why(err, target)) from err
+            raise UsageError(_why(err, target)) from err
         buffer = io.BytesIO()
         try:
             # Serialized in memory first, so a failed write surfaces as the OSError it is.
             torch.save(checkpoint, buffer)
+            umask = os.umask(0)  # read by setting it: put back at once
+            os.umask(umask)
             with os.fdopen(fd, "wb") as f:
-                os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp's 0600 would hide it from the group
+                os.fchmod(f.fileno(), 0o666 & ~umask)  # mkstemp's 0600 would hide it from the group
                 f.write(buffer.getbuffer())
                 f.flush()
                 os.fsync(f.fileno())
@@ -56,7 +56,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         except BaseException as err:
             Path(temp).unlink(missing_ok=True)
             if isinstance(err, OSError):
-                raise CheckpointWriteError(_why(err, target, buffer.tell())) from err
+                raise UsageError(_why(err, target, buffer.tell())) from err
             raise
         _fsync_folder(target.parent)
 
@@ -71,12 +71,6 @@ def _why(err: OSError, target: Path, size: int = 0) -> str:
         )
     hint = " (disk full? free space or pass another --trainer.default_root_dir)"
     return f"could not write checkpoint {target}: {err.strerror or err}{hint if full else ''}; {kept}"
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -95,17 +89,6 @@ def _fsync_folder(folder: Path) -> None:
 
 def intact(path: Path) -> bool:
     """Whether ``path`` is a whole checkpoint: torch's zip format, every member's CRC correct."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return False
-    return _intact(str(path), stat.st_size, stat.st_mtime_ns)
-
-
-@functools.cache
-def _intact(path: str, size: int, mtime_ns: int) -> bool:
-    # Keyed by size and mtime too: the CLI checks --ckpt_path at parse time and again when it settles
-    # the run, and reading a large checkpoint through once is enough.
     try:
         with zipfile.ZipFile(path) as archive:
             return archive.testzip() is None
@@ -137,13 +120,9 @@ def check_checkpoint(path: str) -> None:
         )
 
 
-# Hyperparameters that shape the optimizer's parameter groups: a resume must keep them.
-OPTIMIZER_LAYOUT = ("freeze", "norm_weight_decay")
-
-
 def check_fits(path: str, model: torch.nn.Module, resume: bool = False) -> None:
     """Raise a one-line :class:`UsageError` unless the checkpoint's weights fit ``model`` tensor for tensor
-    and, to ``resume`` its training, its optimizer's parameter groups are the ones ``model`` makes.
+    and, to ``resume`` its training, the model's recipe can go on from it (``why_not_resume``).
 
     Run before anything is written, so a resume or an evaluation with other network or data settings
     than the checkpoint's ends here rather than in a size-mismatch traceback halfway through.
@@ -164,43 +143,9 @@ def check_fits(path: str, model: torch.nn.Module, resume: bool = False) -> None:
             f"--ckpt_path {path} does not fit this network: {problems[0]}{more}; drop the --model/--data "
             "flags that differ from its run's config.yaml, or start a new run without --ckpt_path"
         )
-    if resume:
-        hparams, theirs = getattr(model, "hparams", {}), checkpoint.get("hyper_parameters", {})
-        for key in OPTIMIZER_LAYOUT:
-            there, here = _as_list(theirs.get(key)), _as_list(hparams.get(key))
-            if there != here:
-                raise UsageError(
-                    f"--ckpt_path {path} was trained with --model.{key} {there}, this run has {here}: its "
-                    f"optimizer cannot continue; resume with its setting, or start a new run from its "
-                    f"weights with --model.init_from {path}"
-                )
-        plan, mine = checkpoint.get("lr_plan") or {}, recipe_of(model)
-        if "optimizer" not in plan:
-            raise UsageError(
-                f"--ckpt_path {path} was written before the optimizer was configurable: its schedule's "
-                f"state cannot be read; start a new run from its weights with --model.init_from {path}"
-            )
-        for key in ("optimizer", "scheduler"):
-            there = plan[key]
-            if there != mine[key]:
-                raise UsageError(
-                    f"--ckpt_path {path} was trained with --model.{key} {there}, this run has {mine[key]}: "
-                    f"resume with its {key}, or start a new run from its weights: --model.init_from {path}"
-                )
-
-
-def recipe_of(model: torch.nn.Module) -> dict[str, str | None]:
-    """The class names of the optimizer and schedule ``model`` is configured with."""
-    names = {}
-    for key in ("optimizer", "scheduler"):
-        factory = getattr(model, key, None)
-        cls = class_of(factory) if factory is not None else None
-        names[key] = cls.__name__ if cls else None
-    return names
-
-
-def _as_list(value: Any) -> list:
-    return [] if value is None else [value] if isinstance(value, str) else list(value)
+    why = model.why_not_resume(checkpoint, path) if resume else None
+    if why:
+        raise UsageError(why)
 
 
 def data_card(path: str) -> dict[str, Any]:

@@ -32,12 +32,10 @@ def git_state(folder: Path = PROJECT) -> dict[str, str | bool] | None:
 
 
 class RunConfig(SaveConfigCallback):
-    """Saves the fully resolved CLI config (what ``--print_config`` shows) as ``config.yaml`` in the
-    run folder, and logs it with the git state as the run's config to every logger.
+    """``RUN/config.yaml`` and every logger's run config (with the git state).
 
     The values the CLI filled in for this run (its folder, W&B id) are saved as the user gave them
-    (``given``), so that ``fit --config RUN/config.yaml`` starts a new run beside this one. An
-    evaluation (validate/test/predict) of a run keeps the training config already there.
+    (``given``), so that ``fit --config RUN/config.yaml`` starts a new run beside this one.
     """
 
     def __init__(self, *args: Any, given: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -45,8 +43,6 @@ class RunConfig(SaveConfigCallback):
         self.given = given or {}
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        if trainer.fast_dev_run:
-            return  # a smoke test of the code leaves no run folder
         if stage != "fit" and (Path(trainer.default_root_dir) / self.config_filename).is_file():
             return
         self.config = self.config.clone()

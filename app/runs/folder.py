@@ -6,25 +6,29 @@ atomic ``mkdir``, so two jobs started together never share a folder.
 """
 
 import copy
+import csv
 import fcntl
 import itertools
 import logging
 import os
+import pkgutil
 import re
 import shutil
 import socket
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import yaml
+from jsonargparse import Namespace
+from lightning.fabric.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
-from app.errors import RunFolderError, UsageError
-from app.runs import loggers
-from app.runs.checkpoints import check_checkpoint, checkpoints, folder_of, intact, remove_stale_temps
+from app.errors import UsageError
+from app.parser import class_defaults
+from app.runs.checkpoints import checkpoints, folder_of, intact, remove_stale_temps
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +38,9 @@ RUN_DIR_ENV = "APP_RUN_DIR"
 LOCK_FILE = ".lock"
 
 
+BASE_ROOT_DIR = Logger.root_dir  # what a logger has that does not nest its files
+
+
 def _versions(parent: Path) -> list[Path]:
     found = [p for p in parent.glob("version_*") if re.fullmatch(r"version_\d+", p.name) and p.is_dir()]
     return sorted(found, key=lambda p: int(p.name.split("_")[1]))
@@ -41,7 +48,7 @@ def _versions(parent: Path) -> list[Path]:
 
 def claim_new(parent: Path, create: bool) -> Path:
     """The next ``version_N`` under ``parent``; made (atomically) only when ``create``."""
-    versions = _versions(parent) if parent.is_dir() else []
+    versions = _versions(parent)
     number = int(versions[-1].name.split("_")[1]) + 1 if versions else 0
     if not create:
         return parent / f"version_{number}"
@@ -55,18 +62,15 @@ def claim_new(parent: Path, create: bool) -> Path:
             except FileExistsError:
                 number += 1
     except OSError as err:
-        raise RunFolderError(
+        raise UsageError(
             f"cannot create a run folder in {parent} ({err.strerror}); "
             "pass a writable --trainer.default_root_dir"
         ) from err
 
 
 def newest_intact(parent: Path) -> Path | None:
-    """The newest readable checkpoint of the newest run under ``parent`` that has one.
-
-    Unreadable ones are skipped with a warning naming them.
-    """
-    for run in reversed(_versions(parent) if parent.is_dir() else []):
+    """The newest readable checkpoint of the newest run under ``parent`` that has one."""
+    for run in reversed(_versions(parent)):
         for path in checkpoints(run):
             if intact(path):
                 return path
@@ -76,7 +80,7 @@ def newest_intact(parent: Path) -> Path | None:
 
 def unsaved(parent: Path) -> Path | None:
     """The newest run under ``parent`` if it holds no checkpoint yet (killed before its first save)."""
-    versions = _versions(parent) if parent.is_dir() else []
+    versions = _versions(parent)
     return versions[-1] if versions and not checkpoints(versions[-1]) else None
 
 
@@ -99,8 +103,7 @@ def _short(class_path: str, suffix: str = "") -> str:
     return name.removesuffix(suffix) or name
 
 
-@dataclass
-class Run:
+class Run(NamedTuple):
     """The run a command works in.
 
     Attributes:
@@ -112,7 +115,7 @@ class Run:
 
     folder: Path
     created: bool
-    given: dict[str, Any] = field(default_factory=dict)
+    given: dict[str, Any]
 
 
 def resolve(config) -> Run:
@@ -120,7 +123,7 @@ def resolve(config) -> Run:
 
     ``fit`` makes a new ``ROOT/NAME/version_N``; a command given a checkpoint of a run works in that run.
     """
-    rank_zero = rank_zero_only.rank == 0 and int(os.environ.get("NODE_RANK", 0)) == 0
+    rank_zero = job_rank_zero()
     name = config.get("name") or "-".join(
         (_short(config.data.class_path, "DataModule"), _short(config.model.net.class_path))
     )
@@ -135,8 +138,6 @@ def resolve(config) -> Run:
         else:
             rank_zero_info(f"--ckpt_path last: resuming from {found}")
         ckpt = config.ckpt_path = str(found) if found else None
-    elif ckpt:
-        check_checkpoint(ckpt)
     run = run or (run_of(Path(ckpt)) if ckpt else None)
     created = run is None
     if run is None:
@@ -156,8 +157,25 @@ def resolve(config) -> Run:
     if "checkpoint" in config:
         given["checkpoint.dirpath"] = config.checkpoint.dirpath
         config.checkpoint.dirpath = str(folder_of(run))
-    loggers.configure(config.trainer.get("logger"), run)
+    configure_loggers(config.trainer.get("logger"), run)
     return Run(run, created and rank_zero, given)
+
+
+def configure_loggers(logger_config: object, run: Path) -> None:
+    """Make every logger of ``logger_config`` (the parsed ``trainer.logger``) write into ``run``, in place.
+
+    A logger that takes a ``save_dir`` gets ``run``. One that nests its files as ``save_dir/name/version``
+    (as Lightning's CSV and TensorBoard loggers do, which define ``root_dir`` for that folder) writes them
+    into ``run`` itself, where ``config.yaml`` and the checkpoints are.
+    """
+    for logger in logger_config if isinstance(logger_config, list) else [logger_config]:
+        if not (isinstance(logger, Namespace) and logger.get("class_path")):
+            continue  # True, False or None: Lightning's default logger, or none
+        args = logger.init_args = logger.get("init_args") or Namespace()
+        if "save_dir" in class_defaults(logger.class_path):
+            args.save_dir = str(run)
+        if getattr(pkgutil.resolve_name(logger.class_path), "root_dir", BASE_ROOT_DIR) is not BASE_ROOT_DIR:
+            args.name, args.version = "", ""
 
 
 _held: dict[Path, IO[str]] = {}  # the run folders this process writes, and their open lock files
@@ -174,7 +192,7 @@ def lock(run: Path) -> None:
         handle.seek(0)
         holder = handle.read().strip() or "another process"
         handle.close()
-        raise RunFolderError(
+        raise UsageError(
             f"the run folder {run} is in use by {holder}; wait for it to end, or start a new run "
             "(without --ckpt_path)"
         ) from err
@@ -199,6 +217,23 @@ def unused(path: Path) -> Path:
     earlier command wrote into a run folder (predictions, an exported model) is never replaced."""
     candidates = (path.with_name(f"{path.stem}-{k}{path.suffix}") for k in itertools.count(2))
     return next(p for p in itertools.chain([path], candidates) if not p.exists())
+
+
+def write_csv(path: Path, header: list[str], rows: Iterable[list]) -> Path:
+    """Write ``rows`` under ``header`` to :func:`unused` ``(path)`` whole or not at all (a reader never
+    sees half a file); the path written."""
+    path = unused(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    with open(partial, "w", newline="") as f:
+        csv.writer(f).writerows([header, *rows])
+    os.replace(partial, path)
+    return path
+
+
+def job_rank_zero() -> bool:
+    """Whether this process is the job's first: global rank 0 on node 0 (before Lightning sets ranks too)."""
+    return rank_zero_only.rank == 0 and int(os.environ.get("NODE_RANK", 0)) == 0
 
 
 def discard(run: Run) -> None:

@@ -10,7 +10,8 @@ from urllib.parse import urlparse
 
 from lightning.pytorch.loggers import WandbLogger as LightningWandbLogger
 from lightning.pytorch.utilities import rank_zero_info
-from lightning.pytorch.utilities.rank_zero import rank_zero_only
+
+from app.runs.folder import job_rank_zero
 
 ID_FILE = "wandb-id"
 
@@ -36,7 +37,7 @@ class WandbLogger(LightningWandbLogger):
         **kwargs: Any,
     ) -> None:
         run = Path(save_dir)
-        rank_zero = rank_zero_only.rank == 0 and int(os.environ.get("NODE_RANK", 0)) == 0
+        rank_zero = job_rank_zero()
         trial = sweep_trial()
         if trial:
             id, kwargs["group"] = trial[1], kwargs.get("group") or f"sweep-{trial[0]}"

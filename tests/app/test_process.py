@@ -2,7 +2,7 @@
 
 from helpers.page_faults import STEPS, run_python
 
-from app.allocator import keep_freed_memory
+from app.process import keep_freed_memory
 
 # Imports every module of app, models and data, after the third-party modules they import, and prints
 # what changed in the process: exit handlers, signal handlers, warnings filters, log filters, strategies.

@@ -7,7 +7,8 @@ from lightning import Callback, LightningModule, Trainer
 
 
 class TrainerProbe(Callback):
-    """Writes ``FILE``: the class paths of the Trainer's callbacks and of its checkpoint I/O plugin.
+    """Writes ``FILE``: the class paths of the Trainer's callbacks and of its checkpoint I/O plugin, and
+    the files in ``trainer.default_root_dir`` (the run folder) when fit starts.
 
     Args:
         file: the JSON file written when fit starts.
@@ -23,5 +24,6 @@ class TrainerProbe(Callback):
         ran = {
             "callbacks": [path(c) for c in trainer.callbacks],
             "checkpoint_io": path(trainer.strategy.checkpoint_io),
+            "files": sorted(p.name for p in Path(trainer.default_root_dir).iterdir()),
         }
         self.file.write_text(json.dumps(ran))

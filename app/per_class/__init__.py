@@ -1,8 +1,6 @@
 """Each test ends with a per-class table: on the console, in ``RUN/test-per-class.csv`` and in W&B."""
 
-import csv
-import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +10,6 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 from torchmetrics.classification import MulticlassStatScores
 
-from app.callbacks.model_outputs import num_classes, predicted_classes
 from app.runs import folder
 from data.contract import provided
 from models.metrics import per_class
@@ -39,7 +36,9 @@ class PerClassTable(Callback):
         self.scores: MulticlassStatScores | None = None
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        classes = num_classes(trainer, pl_module)
+        # The model's class count (a checkpoint's, where the data is gone), else the DataModule's.
+        hparams, data = pl_module.hparams, trainer.datamodule
+        classes = getattr(hparams, "num_classes", None) or provided(data, "num_classes")
         if self.scores is None and classes:
             self.scores = MulticlassStatScores(classes, average=None)
 
@@ -59,7 +58,7 @@ class PerClassTable(Callback):
     ) -> None:
         if self.scores is None:
             return
-        preds = predicted_classes(outputs)
+        preds = outputs.get("preds") if isinstance(outputs, Mapping) else None
         if preds is None:
             rank_zero_warn("PerClassTable: test_step returns no {'preds': ...}; no per-class table")
             self.scores = None  # every rank gets the same outputs, so all stop alike
@@ -73,9 +72,10 @@ class PerClassTable(Callback):
         rows = table(self.scores.compute().cpu(), class_names(trainer, pl_module))
         if not trainer.is_global_zero:
             return
-        Path(trainer.default_root_dir).mkdir(parents=True, exist_ok=True)
-        path = folder.unused(Path(trainer.default_root_dir) / FILE_NAME)
-        write(path, rows)
+        written = [
+            [k, name, support, *(f"{ratio:.6f}" for ratio in ratios)] for k, name, support, *ratios in rows
+        ]
+        path = folder.write_csv(Path(trainer.default_root_dir) / FILE_NAME, COLUMNS, written)
         rank_zero_info(describe(rows, path, self.print_rows))
         data = [list(row) for row in rows]
         for logger in trainer.loggers:
@@ -97,17 +97,6 @@ def table(stats: Tensor, names: Sequence[str]) -> list[tuple[int, str, int, floa
         (k, str(names[k]) if k < len(names) else str(k), *values)
         for k, values in enumerate(zip(*columns, strict=True))
     ]
-
-
-def write(path: Path, rows: list[tuple]) -> None:
-    """``rows`` as CSV, atomically (a reader never sees half a file)."""
-    partial = path.with_name(f".{path.name}.partial")
-    with open(partial, "w", newline="") as f:
-        out = csv.writer(f)
-        out.writerow(COLUMNS)
-        for k, name, support, *ratios in rows:
-            out.writerow([k, name, support, *(f"{ratio:.6f}" for ratio in ratios)])
-    os.replace(partial, path)
 
 
 def describe(rows: list[tuple], path: Path, print_rows: int) -> str:

@@ -56,7 +56,7 @@ def test_preset_adds_ema_to_the_default_callbacks(tmp_path):
     listed = [c["class_path"] for c in yaml.safe_load(result.stdout)["trainer"]["callbacks"]]
     defaults = yaml.safe_load(Path("configs/defaults.yaml").read_text())["trainer"]["callbacks"]
     assert listed[:-1] == [c if isinstance(c, str) else c["class_path"] for c in defaults]
-    assert listed[-1] == "app.callbacks.ema.EMAWeightAveraging"
+    assert listed[-1] == "app.ema.EMAWeightAveraging"
 
 
 def test_checkpoints_validation_and_tests_hold_the_average(ema_run):

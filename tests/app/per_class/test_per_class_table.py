@@ -11,7 +11,7 @@ from helpers.cli import SHRINK_WANDB, check, logged, run_app, run_folder, run_pr
 from helpers.wandb_files import records
 from torchvision.datasets import FashionMNIST
 
-from app.callbacks.per_class_table import describe
+from app.per_class import describe
 
 MACRO = ["f1_macro", "precision_macro", "recall_macro"]
 
