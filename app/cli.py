@@ -1,6 +1,7 @@
 """The command line: LightningCLI over ``models`` and ``data``, one run folder per run, one-line errors."""
 
 import importlib.util
+import os
 import shlex
 import signal
 import sys
@@ -14,10 +15,10 @@ from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 import models
-from app import faults, process
+from app import process
 from app.callbacks.last_checkpoint import LastCheckpoint
 from app.callbacks.nan_stop import StopOnNonFiniteLoss
-from app.errors import USER_ERRORS, UsageError, fail, peer_gone
+from app.errors import DISTRIBUTED, LOADERS, USER_ERRORS, UsageError, fail, raised_in
 from app.parser import Parser, one_line
 from app.runs import folder
 from app.runs.checkpoints import check_checkpoint, check_fits, data_card, last_of
@@ -258,9 +259,17 @@ def main(args: list[str] | None = None) -> None:
         # Raised by readers outside ours (a DataModule of yours, torchvision's): the path they name.
         fail(f"{err.strerror}: {err.filename}" if err.filename else str(err))
     except RuntimeError as err:
-        if faults.worker_died(err):
-            fail(faults.worker_died_line(without_ckpt_path(given)))
-        if not peer_gone(err):
+        if raised_in(err, *LOADERS):
+            run = os.environ.get(folder.RUN_DIR_ENV)  # the run this process worked in, once it picked one
+            last = last_of(run) if run else None
+            since = f"from {last}" if last and last.is_file() else "from the start: nothing was saved yet"
+            resume = shlex.join(["python", "-m", "app", *without_ckpt_path(given), "--ckpt_path", "last"])
+            fail(
+                "a DataLoader worker process died, most likely killed by the kernel for want of memory "
+                "(dmesg says): pass a smaller --data.num_workers (or --data.batch_size); resume with: "
+                f"{resume} ({since})"
+            )
+        if not raised_in(err, DISTRIBUTED):
             raise
         # The process that failed first printed why; this one only lost its peer.
         fail("another process of this job failed (its error is above); this one stopped too")

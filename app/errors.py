@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import NoReturn
 
 import torch.distributed
+import torch.utils.data
+import torchdata.stateful_dataloader
 
 from data import DataError
 from models.errors import ModelError
@@ -20,9 +22,13 @@ class UsageError(Exception):
 # DataError and ModelError are data/'s and models/' own (neither imports app/).
 USER_ERRORS = (UsageError, DataError, ModelError)
 
-# torch.distributed's own code: a RuntimeError raised there is a collective that failed (gloo raises no
-# error type of its own for a peer that died).
+# Where torch raises a RuntimeError of no type of its own for a fault: torch.distributed's code, for a
+# collective whose peer died; the DataLoaders' (torch's for evaluation, torchdata's stateful one for
+# training), for a worker process gone.
 DISTRIBUTED = str(Path(torch.distributed.__file__).parent) + os.sep
+LOADERS = tuple(
+    str(Path(p.__file__).parent) + os.sep for p in (torch.utils.data, torchdata.stateful_dataloader)
+)
 
 
 def fail(message: str, status: int = 1) -> NoReturn:
@@ -31,9 +37,10 @@ def fail(message: str, status: int = 1) -> NoReturn:
     sys.exit(status)
 
 
-def peer_gone(err: BaseException) -> bool:
-    """Whether ``err`` is a collective of torch.distributed that failed: another process went away."""
+def raised_in(err: BaseException, *folders: str) -> bool:
+    """Whether ``err`` is a RuntimeError raised in the code under ``folders`` (DISTRIBUTED, LOADERS)."""
     if not isinstance(err, RuntimeError) or err.__traceback__ is None:
         return False
     innermost = traceback.extract_tb(err.__traceback__)[-1]
-    return innermost.filename.startswith(DISTRIBUTED)
+    # A loader's own "too many open files" comes from an OSError, and is not a worker gone.
+    return innermost.filename.startswith(folders) and not isinstance(err.__context__, OSError)
