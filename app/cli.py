@@ -11,13 +11,14 @@ from jsonargparse import ActionConfigFile, ArgumentError
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.core.datamodule import LightningDataModule
-from lightning.pytorch.utilities import rank_zero_info
-from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 import models
 from app import faults, process
 from app.callbacks.last_checkpoint import LastCheckpoint
 from app.callbacks.nan_stop import StopOnNonFiniteLoss
+from app.distributed.preemption import stopped
 from app.errors import USER_ERRORS, UsageError, fail, peer_gone
 from app.parser import Parser, one_line
 from app.runs import folder
@@ -54,9 +55,9 @@ class CLI(LightningCLI):
             super().__init__(*args, **kwargs)
         except BaseException as err:
             run, trainer = getattr(self, "run", None), getattr(self, "trainer", None)
-            if run is not None and (trainer is None or trainer.global_step == 0):
+            if run is not None and (trainer is None or trainer.global_step == 0) and not stopped(err):
                 folder.discard(run)  # a start that failed: nothing worth keeping
-            if isinstance(err, SIGTERMException) and run is not None:
+            if stopped(err) and run is not None:
                 raise Stopped(self.stopped_by(), last_of(run.folder)) from err
             raise
         finally:
@@ -277,7 +278,8 @@ def main(args: list[str] | None = None) -> None:
         given = args if args is not None else sys.argv[1:]
         resume = shlex.join(["python", "-m", "app", *without_ckpt_path(given), "--ckpt_path", "last"])
         how = "Ctrl-C" if stop.signal_name == "SIGINT" else stop.signal_name
-        sys.stderr.write(f"stopped by {how}: saved {stop.last}; resume with: {resume}\n")
+        if rank_zero_only.rank == 0:  # the line once per job, not per rank
+            sys.stderr.write(f"stopped by {how}: saved {stop.last}; resume with: {resume}\n")
         sys.exit(128 + getattr(signal.Signals, stop.signal_name).value)
     finally:
         folder.unlock()
