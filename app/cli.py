@@ -59,6 +59,9 @@ class CLI(LightningCLI):
                 folder.discard(run)  # a start that failed: nothing worth keeping
             if stopped(err) and run is not None:
                 raise Stopped(self.stopped_by(), last_of(run.folder)) from err
+            unreachable = getattr(getattr(self, "datamodule", None), "unreachable", None)
+            if unreachable is not None:  # its own on_exception asked the store: gone
+                raise faults.StoreGone(str(unreachable)) from err
             raise
         finally:
             if "wandb" in sys.modules:
@@ -264,6 +267,8 @@ def main(args: list[str] | None = None) -> None:
         build(CLI, args)
     except USER_ERRORS as err:
         fail(str(err))
+    except faults.StoreGone as err:
+        fail(faults.store_gone_line(err, without_ckpt_path(given)))
     except FileNotFoundError as err:
         # Raised by readers outside ours (a DataModule of yours, torchvision's): the path they name.
         fail(f"{err.strerror}: {err.filename}" if err.filename else str(err))
