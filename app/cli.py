@@ -11,13 +11,14 @@ from jsonargparse import ArgumentError
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.core.datamodule import LightningDataModule
-from lightning.pytorch.utilities import rank_zero_info
-from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 import models
 from app import process
 from app.callbacks.last_checkpoint import LastCheckpoint
 from app.callbacks.nan_stop import StopOnNonFiniteLoss
+from app.distributed.preemption import stopped
 from app.errors import DISTRIBUTED, LOADERS, USER_ERRORS, UsageError, fail, raised_in
 from app.parser import Parser, one_line
 from app.runs import folder
@@ -41,18 +42,24 @@ class CLI(LightningCLI):
             super().__init__(*args, **kwargs)
         except BaseException as err:
             run, trainer = getattr(self, "run", None), getattr(self, "trainer", None)
-            if run is not None and (trainer is None or trainer.global_step == 0):
+            if run is not None and (trainer is None or trainer.global_step == 0) and not stopped(err):
                 folder.discard(run)  # a start that failed: nothing worth keeping
-            if isinstance(err, SIGTERMException) and run is not None:
+            if stopped(err) and run is not None:
                 finish_wandb()  # its closing lines before the resume line, which ends the output
                 # LastCheckpoint takes a first Ctrl-C during fit for a SIGTERM, so that it saves.
                 ctrl_c = getattr(self.config_init[self.subcommand].get("last_checkpoint"), "ctrl_c", False)
                 resume = ["python", "-m", "app", *without_ckpt_path(self.given), "--ckpt_path", "last"]
-                sys.stderr.write(
-                    f"stopped by {'Ctrl-C' if ctrl_c else 'SIGTERM'}: saved {last_of(run.folder)}; "
-                    f"resume with: {shlex.join(resume)}\n"
-                )
+                if rank_zero_only.rank == 0:  # the line once per job, not per rank
+                    sys.stderr.write(
+                        f"stopped by {'Ctrl-C' if ctrl_c else 'SIGTERM'}: saved {last_of(run.folder)}; "
+                        f"resume with: {shlex.join(resume)}\n"
+                    )
                 sys.exit(128 + (signal.SIGINT if ctrl_c else signal.SIGTERM))
+            unreachable = getattr(getattr(self, "datamodule", None), "unreachable", None)
+            if unreachable is not None:  # its own on_exception asked the store: gone
+                fail(
+                    f"{unreachable}: it stopped answering mid-run; once it is back, {resume_with(self.given)}"
+                )
             raise
         finally:
             finish_wandb()
@@ -260,14 +267,10 @@ def main(args: list[str] | None = None) -> None:
         fail(f"{err.strerror}: {err.filename}" if err.filename else str(err))
     except RuntimeError as err:
         if raised_in(err, *LOADERS):
-            run = os.environ.get(folder.RUN_DIR_ENV)  # the run this process worked in, once it picked one
-            last = last_of(run) if run else None
-            since = f"from {last}" if last and last.is_file() else "from the start: nothing was saved yet"
-            resume = shlex.join(["python", "-m", "app", *without_ckpt_path(given), "--ckpt_path", "last"])
             fail(
                 "a DataLoader worker process died, most likely killed by the kernel for want of memory "
-                "(dmesg says): pass a smaller --data.num_workers (or --data.batch_size); resume with: "
-                f"{resume} ({since})"
+                "(dmesg says): pass a smaller --data.num_workers (or --data.batch_size); "
+                f"{resume_with(given)}"
             )
         if not raised_in(err, DISTRIBUTED):
             raise
@@ -293,6 +296,15 @@ def build(cli: type[CLI], args: list[str] | None) -> CLI:
         save_config_kwargs={"overwrite": True},
         args=args,
     )
+
+
+def resume_with(args: list[str]) -> str:
+    """``resume with: COMMAND (from LAST.CKPT)`` for a failed ``python -m app ARGS``."""
+    resume = shlex.join(["python", "-m", "app", *without_ckpt_path(args), "--ckpt_path", "last"])
+    run = os.environ.get(folder.RUN_DIR_ENV)  # the run this process worked in, once it picked one
+    last = last_of(run) if run else None
+    since = f"from {last}" if last and last.is_file() else "from the start: nothing was saved yet"
+    return f"resume with: {resume} ({since})"
 
 
 def without_ckpt_path(args: list[str]) -> list[str]:

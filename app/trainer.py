@@ -8,6 +8,7 @@ from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.callbacks import ModelCheckpoint, ModelSummary, ProgressBar
 
 from app.callbacks.last_checkpoint import LastCheckpoint
+from app.distributed.preemption import forwarded_to_ranks
 from app.distributed.sync_batchnorm import SyncBatchNormPlugin
 
 
@@ -73,6 +74,10 @@ class Trainer(lightning.Trainer):
         check_flags = getattr(self.strategy, "check_flags", None)
         if check_flags is not None:
             check_flags(self)
+
+    def fit(self, *args: Any, **kwargs: Any) -> None:
+        with forwarded_to_ranks(self):  # a SIGTERM to a ddp_spawn launcher reaches its ranks
+            super().fit(*args, **kwargs)
 
     from app.export import export  # optional part: app/export/ (python -m app export)
 

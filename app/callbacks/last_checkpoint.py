@@ -13,6 +13,7 @@ from jsonargparse.typing import NonNegativeInt
 from lightning import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from app.distributed.preemption import StopRequest, stop
 from app.runs.checkpoints import last_of
 
 RNG_KEY = "rng_states"
@@ -22,15 +23,15 @@ class LastCheckpoint(Callback):
     """What a resume needs: ``RUN/checkpoints/last.ckpt`` kept current, with every rank's random state.
 
     ``last.ckpt`` is saved every ``every_n_steps`` training steps, at every epoch end, and when
-    Lightning stops training for a SIGTERM; during fit, a first Ctrl-C (SIGINT) is handled as a
+    training stops for a SIGTERM; during fit, a first Ctrl-C (SIGINT) is handled as a
     SIGTERM, so it saves too (a second one stops at once). Every checkpoint (the best-k ones too) carries the
     random generator states of all ranks, put back when training resumes, so that dropout and
     augmentation draw what an uninterrupted run would.
 
     Lightning's ``ModelCheckpoint(save_last=True)`` rewrites ``last.ckpt`` at an epoch end only when
     a best-k checkpoint was saved there, and its OnExceptionCheckpoint saves on any exception (a NaN
-    loss too). Lightning turns SIGTERM into an exception raised on all ranks at the same step, so
-    the save's collectives meet; other exceptions save nothing and the files on disk stay good.
+    loss too). A SIGTERM to any rank stops all of them at the same step end, after the save
+    (``app/distributed/preemption.py``); other exceptions save nothing and the files on disk stay good.
 
     Args:
         every_n_steps: steps between saves; 0 saves at epoch ends (and on SIGTERM) only.
@@ -45,6 +46,7 @@ class LastCheckpoint(Callback):
         self.pending_rng: dict[str, Any] | None = None
         self.sigint_before: Any = None
         self.ctrl_c = False
+        self.stop_request = StopRequest()
 
     def save(self, trainer: Trainer) -> None:
         if trainer.sanity_checking or trainer.fast_dev_run or trainer.global_step == self.saved_at:
@@ -55,9 +57,17 @@ class LastCheckpoint(Callback):
     def on_train_batch_end(self, trainer: Trainer, *_) -> None:
         if self.every_n_steps > 0 and trainer.global_step % self.every_n_steps == 0:
             self.save(trainer)
+        self._stop_if_asked(trainer)
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self.save(trainer)
+        self._stop_if_asked(trainer)
+
+    def _stop_if_asked(self, trainer: Trainer) -> None:
+        # Saved here, not in on_exception: a rank that ddp_spawn started gets no on_exception.
+        if self.stop_request.agreed(trainer):
+            self.save(trainer)
+            stop()
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
         self._restore_sigint()
@@ -82,6 +92,7 @@ class LastCheckpoint(Callback):
             restore_rng_states(self.pending_rng)
             self.pending_rng = None
         self.ctrl_c = False
+        self.stop_request.listen()
         if threading.current_thread() is threading.main_thread():
             self.sigint_before = signal.signal(signal.SIGINT, self._stop_as_if_sigterm)
 
@@ -89,13 +100,14 @@ class LastCheckpoint(Callback):
         self._restore_sigint()
 
     def _restore_sigint(self) -> None:
+        self.stop_request.close()
         if self.sigint_before is not None:
             signal.signal(signal.SIGINT, self.sigint_before)
             self.sigint_before = None
 
     def _stop_as_if_sigterm(self, signum: int, frame: object) -> None:
-        # Lightning stops every rank at the same step for a SIGTERM (they agree on it at each step), so
-        # the save's collectives meet; Lightning's own Ctrl-C handling stops each rank where it is.
+        # A SIGTERM stops every rank at the same step (they agree on it at each step end), so the
+        # save's collectives meet; Lightning's own Ctrl-C handling stops each rank where it is.
         self.ctrl_c = True
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.kill(os.getpid(), signal.SIGTERM)

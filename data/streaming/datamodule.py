@@ -121,6 +121,7 @@ class StreamingDataModule(LightningDataModule):
         self.root, self.batch_size, self.num_workers = root, batch_size, num_workers
         self.seed, self.cache_dir, self.timeout = seed, cache_dir, timeout
         self.resume_state: dict | None = None
+        self.unreachable: DataError | None = None
 
     # Read at first use (the CLI links num_classes to the model), not in __init__.
     @functools.cached_property
@@ -306,6 +307,16 @@ class StreamingDataModule(LightningDataModule):
         # Lightning builds the train loader before it restores loop states, so it never hands the
         # loader its saved state; the DataModule's comes first.
         self.resume_state = state or None
+
+    def on_exception(self, exception: BaseException) -> None:
+        """Where a run from S3 failed, ask the endpoint: :attr:`unreachable` holds the line where it no
+        longer answers (LitData's client gives up after its retries, a couple of seconds when refused)."""
+        location = Location(self.root, self.timeout)
+        if location.remote:
+            try:
+                location.check_bucket()
+            except DataError as err:
+                self.unreachable = err
 
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         """Normalize a uint8 batch on its device; the samples' indices stay behind."""

@@ -59,11 +59,21 @@ class S3Server:
             # Their fixed default ports would clash between servers; nothing here uses them.
             "-s3.port.iceberg=0", "-s3.port.lance=0",
         ]  # fmt: skip
+        self.command, self.timeout = command, timeout
         self.log = open(self.folder / "log", "wb")  # noqa: SIM115 (closed in stop)
+        self.start()
+
+    def start(self) -> None:
+        """Start the server (again, after :meth:`crash`: same ports, same data) and wait until it serves."""
         self.process = subprocess.Popen(
-            command, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+            self.command, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
-        self.wait_ready(timeout)
+        self.wait_ready(self.timeout)
+
+    def crash(self) -> None:
+        """Kill the server at once, as a machine or a pod going away; its data stays for :meth:`start`."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
 
     def certificates(self) -> tuple[Path, Path]:
         """A certificate authority (the file clients trust) and the server's key and certificate signed by
