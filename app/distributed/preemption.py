@@ -43,6 +43,8 @@ class StopRequest:
 
     def agreed(self, trainer: Trainer) -> bool:
         """Whether any rank received a SIGTERM; a collective: every rank calls it at the same step."""
+        if trainer.world_size == 1:
+            return self.received  # no tensor, no read back from the device at each step
         flag = torch.tensor(float(self.received), device=trainer.strategy.root_device)
         return bool(trainer.strategy.reduce(flag, reduce_op="sum") > 0)
 
