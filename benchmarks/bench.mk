@@ -18,7 +18,7 @@ gpu-wheels: setup fashion-mnist
 	cp /usr/share/datasets/fashion-mnist/*.gz .whl/fashion-mnist/
 	du -sh .whl
 
-# Every GPU figure of benchmarks/README.md in one run (benchmarks/gpu_check.py), within 8 minutes, on
+# Every GPU figure of benchmarks/README.md in one run (benchmarks/gpu_check.py), within 9 minutes, on
 # the GPU machine: installs .whl/ offline into its python3 (as they are, should the image's versions
 # not meet a wheel's requirements: a GPU lease is too short to lose to a version check), unpacks
 # Fashion-MNIST into $(DATA) and, where it can, where Debian's package puts it (the GPU tests' fast

@@ -11,7 +11,7 @@ import torch
 from helpers.cli import ROOT
 
 from benchmarks.gpu_check import run
-from benchmarks.gpu_parts import PARTS, Check
+from benchmarks.gpu_parts import PARTS, Check, torch_below_floor
 
 
 # Starts a child process per run of the check, one after the other; among the long tests.
@@ -53,7 +53,7 @@ def test_a_part_that_fails_or_runs_out_of_time_is_reported_and_the_next_one_runs
 
     def hangs(check: Check, rows: list) -> None:
         rows.append(("measured before the limit", {"img/s": 12.5}))
-        check.child(["-c", "import time; time.sleep(120)"])
+        check.child(["-c", "import time; print('still waiting', flush=True); time.sleep(120)"])
 
     def measures(check: Check, rows: list) -> None:
         _, output = check.child(["-c", "print(2 + 2)"])
@@ -71,6 +71,14 @@ def test_a_part_that_fails_or_runs_out_of_time_is_reported_and_the_next_one_runs
     assert failed["log_tail"] == "the end of its output" and failed["rows"] == []
     assert hung["status"] == "timeout after 2 s" and hung["seconds"] < 10  # the child was killed at the limit
     assert hung["rows"] == [{"row": "measured before the limit", "figures": {"img/s": 12.5}}]
+    assert hung["log_tail"] == "still waiting"  # what the stopped child had printed
     assert ran["status"] == "ok" and ran["rows"] == [{"row": "a row", "figures": {"sum": 4}}]
     table = (tmp_path / "gpu-check.md").read_text()
     assert "| hangs | measured before the limit | img/s 12.5 | timeout after 2 s |" in table
+
+
+def test_a_torch_older_than_the_project_needs_is_named(monkeypatch):
+    assert torch_below_floor() is None  # this venv's torch meets pyproject.toml
+    monkeypatch.setattr(torch, "__version__", "2.11.0+cu130")  # the GPU image's of 2026-11
+    floor = torch_below_floor()
+    assert floor.startswith("torch>=") and floor != "torch>=2.11.0"
