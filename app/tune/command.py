@@ -5,6 +5,8 @@ own process, as a W&B agent runs it, so a trial can be a whole DDP job and no ra
 The study lives in ``ROOT/tune/NAME/`` (ROOT: ``--trainer.default_root_dir``).
 """
 
+import dataclasses
+import difflib
 import signal
 import sys
 
@@ -48,7 +50,11 @@ def parse(args: list[str]) -> Options:
     try:
         return parser.instantiate_classes(parser.parse_args(args)).tune
     except ArgumentError as err:
-        raise UsageError(str(err)) from None
+        known = [f"tune.{field.name}" for field in dataclasses.fields(Options)]
+        given = [arg.removeprefix("--").split("=", 1)[0] for arg in args if arg.startswith("--tune.")]
+        close = [m for key in given if key not in known for m in difflib.get_close_matches(key, known, n=1)]
+        hint = f"; close: {', '.join('--' + key for key in close)}" if close else ""
+        raise UsageError(" ".join(str(err).split()) + hint) from None
 
 
 def main(args: list[str]) -> None:

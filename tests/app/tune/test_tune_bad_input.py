@@ -57,7 +57,8 @@ def test_a_metric_the_model_never_logs(mnist_root, tmp_path, monkeypatch):
 
 def test_neither_a_space_nor_folds_and_a_flag_of_neither(mnist_root, tmp_path):
     assert "--tune.space FILE" in refused(tmp_path, f"--data.root={mnist_root}", space=None)
-    assert "--tune.spac" in refused(tmp_path, f"--data.root={mnist_root}", "--tune.spac=x.yaml", space=None)
+    line = refused(tmp_path, f"--data.root={mnist_root}", "--tune.spac=x.yaml", space=None)
+    assert "--tune.spac" in line and line.endswith("; close: --tune.space")
     assert "tune.trials" in refused(tmp_path, f"--data.root={mnist_root}", "--tune.trials=0")
     assert not (tmp_path / "runs").exists()
 
