@@ -100,13 +100,9 @@ def _short(class_path: str, suffix: str = "") -> str:
 
 
 class Run(NamedTuple):
-    """The run a command works in.
-
-    Attributes:
-        folder: ``ROOT/NAME/version_N``.
-        created: claimed by this command (and removed again if it fails before training starts).
-        given: the config values :func:`resolve` filled in, as the user gave them (for ``config.yaml``).
-    """
+    """The run a command works in: its ``folder`` (``ROOT/NAME/version_N``), whether this command
+    ``created`` it (removed again if it fails before training), and the config values :func:`resolve`
+    filled in, as the user ``given`` them (for ``config.yaml``)."""
 
     folder: Path
     created: bool
