@@ -311,7 +311,6 @@ def without_ckpt_path(args: list[str]) -> list[str]:
 
 
 def finish_wandb() -> None:
-    """End wandb's run now: left to its exit hook, its closing lines reach a log file with their
-    terminal colour codes (the stream checks no longer work at interpreter exit)."""
+    """End wandb's run now: at interpreter exit its closing lines reach a log file with colour codes."""
     if "wandb" in sys.modules:
         sys.modules["wandb"].finish()

@@ -13,8 +13,7 @@ SWITCHED_CLASSES = ("data", "model.net")
 
 
 class Parser(LightningArgumentParser):
-    """LightningCLI's parser, raising jsonargparse's ``ArgumentError`` rather than printing its ~80 lines
-    of usage and exiting: the CLI tells the user in one line (:func:`one_line`)."""
+    """LightningCLI's parser, raising ``ArgumentError`` where it printed ~80 lines: see :func:`one_line`."""
 
     def __init__(self, *args, **kwargs) -> None:
         serialize_checked()
