@@ -155,11 +155,9 @@ class CLI(LightningCLI):
             while isinstance(err.__cause__, ValueError):
                 err = err.__cause__
             raise UsageError(str(err)) from err
-        # The data gets the resize, crop and normalization of the network's pretrained weights. Known only
-        # once the network is built (they come with the weights), so neither a link from model to data
-        # (data is built first, and feeds the network its sizes) nor a default can carry them; and data/
-        # does not import models/: the two meet here. A DataModule that takes them has follow_weights
-        # (ImageFolderDataModule; --data.mean/std given win).
+        # The data gets the resize, crop and normalization of the network's pretrained weights, known once
+        # it is built (after the data, which feeds it its sizes: no link can carry them). ``--data.mean/std``
+        # given win (ImageFolderDataModule.follow_weights).
         weights = getattr(getattr(self.model, "net", None), "preprocessing", lambda: None)()
         if weights is not None and hasattr(self.datamodule, "follow_weights"):
             self.datamodule.follow_weights(weights.resize_size, weights.crop_size, weights.mean, weights.std)
@@ -198,16 +196,12 @@ class CLI(LightningCLI):
         for callback in self.trainer.callbacks:
             key = getattr(callback, "monitor", None)
             if monitorable is not None and key is not None and key not in monitorable:
-                flag = (
-                    "--checkpoint.monitor"
-                    if isinstance(callback, ModelCheckpoint)
-                    else type(callback).__name__
-                )
+                ours = isinstance(callback, ModelCheckpoint)
+                flag = "--checkpoint.monitor" if ours else type(callback).__name__
                 raise UsageError(f"{flag} {key} is never logged; the model logs {', '.join(monitorable)}")
         if self.config.fit.test_after_fit and not self.tests_after_fit:
-            rank_zero_info(
-                f"fit: {type(self.datamodule).__name__} has no test split: fit ends without a test"
-            )
+            data = type(self.datamodule).__name__
+            rank_zero_info(f"fit: {data} has no test split: fit ends without a test")
         if self.tests_after_fit:
             # Not setup("test"): a split that prepare_data has yet to download is not there now.
             provided(self.datamodule, "check_test_split", lambda: None)()
@@ -317,7 +311,6 @@ def without_ckpt_path(args: list[str]) -> list[str]:
 
 
 def finish_wandb() -> None:
-    """End wandb's run now: left to its exit hook, its closing lines reach a log file with their
-    terminal colour codes (the stream checks no longer work at interpreter exit)."""
+    """End wandb's run now: at interpreter exit its closing lines reach a log file with colour codes."""
     if "wandb" in sys.modules:
         sys.modules["wandb"].finish()

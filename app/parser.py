@@ -13,8 +13,7 @@ SWITCHED_CLASSES = ("data", "model.net")
 
 
 class Parser(LightningArgumentParser):
-    """LightningCLI's parser, raising jsonargparse's ``ArgumentError`` rather than printing its ~80 lines
-    of usage and exiting: the CLI tells the user in one line (:func:`one_line`)."""
+    """LightningCLI's parser, raising ``ArgumentError`` where it printed ~80 lines: see :func:`one_line`."""
 
     def __init__(self, *args, **kwargs) -> None:
         serialize_checked()
@@ -28,10 +27,8 @@ class Parser(LightningArgumentParser):
     def get_defaults(self, *args, **kwargs) -> Namespace:
         """The defaults, with ``data`` and ``model.net`` holding only the init_args a config set.
 
-        jsonargparse carries init_args over when a later ``--data X`` or YAML changes the class_path
-        and X takes them (by design: a value you set survives the switch). Filled in from the first
-        class's signature, MNIST's ``val_size: 5000`` would pass for a value of yours and replace X's
-        own default.
+        jsonargparse carries init_args over when a later ``--data X`` changes the class: MNIST's default
+        ``val_size: 5000`` would pass for a value of yours and replace X's own default.
         """
         cfg = super().get_defaults(*args, **kwargs)
         for key in SWITCHED_CLASSES:
@@ -86,9 +83,8 @@ def class_defaults(class_path: str) -> Namespace:
 def serialize_checked() -> None:
     """Make every restricted number type (``PositiveInt``...) serialize only the values it accepts.
 
-    jsonargparse serializes them with their bare base type and takes the first type of a union that
-    serializes a value: ``PositiveInt | OpenUnitInterval`` would write 0.2 as 0 in ``--print_config``
-    and in the run's ``config.yaml``.
+    jsonargparse serializes them as their base type, and a union as its first type that serializes the
+    value: ``PositiveInt | OpenUnitInterval`` would write 0.2 as 0 in ``config.yaml``.
     """
     for number in list(registered_types.values()):
         if isinstance(number, type) and number not in (int, float, bool) and issubclass(number, int | float):

@@ -18,10 +18,8 @@ def prepare() -> None:
 def keep_freed_memory() -> bool:
     """Stop glibc from handing each step's freed tensors back to the OS; False where not applied.
 
-    By default glibc trims the top of its heap once more than about twice its largest freed block
-    is free there, so CPU training steps faulted their activations in again: on 2 cores, 10x the
-    page faults and epochs up to 24 % slower. Allocator settings of the user's own (glibc
-    variables, a preloaded allocator such as jemalloc) are left alone.
+    glibc's trimming made CPU steps fault their activations in again (on 2 cores: 10x the page
+    faults, epochs up to 24 % slower). The user's own settings (glibc variables, jemalloc) win.
     """
     if not sys.platform.startswith("linux") or any(name in os.environ for name in USER_SETTINGS):
         return False

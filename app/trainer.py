@@ -15,17 +15,13 @@ from app.distributed.sync_batchnorm import SyncBatchNormPlugin
 class Trainer(lightning.Trainer):
     """Lightning's Trainer, plus ``collective_timeout``, SyncBatchNorm on CPU and ``export`` (app/export/).
 
-    A few of Lightning's arguments are restated with the range they need, which the parser checks:
-    outside it Lightning fails with a traceback mid-run, or trains wrongly without a word. A flag that
-    turns a feature off (``enable_checkpointing`` ...) also drops the listed callbacks that provide it,
-    where Lightning would refuse the pair.
+    Some of Lightning's arguments are restated with the range the parser checks (outside it Lightning
+    fails mid-run, or trains wrongly). A flag that turns a feature off drops the callbacks providing it.
 
     Args:
         collective_timeout: seconds a rank waits for the others in a collective, from the first
-            training step on, before the job fails; applied by the ``DistributedJob`` callback
-            (until that step, and without it: Lightning's 1800).
-        sync_batchnorm: BatchNorm over the global batch; works on CPU (gloo) too, where Lightning's
-            own refuses.
+            training step on (the ``DistributedJob`` callback; until then: Lightning's 1800).
+        sync_batchnorm: BatchNorm over the global batch; on CPU (gloo) too, unlike Lightning's.
         accumulate_grad_batches: batches whose gradients add up before each optimizer step (>= 1).
         check_val_every_n_epoch: validate every N training epochs (>= 1); None: only by
             ``val_check_interval``, which must then be a number of batches.

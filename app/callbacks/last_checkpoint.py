@@ -1,6 +1,5 @@
 """``last.ckpt``: the newest state of a run, kept current so a kill or a pre-emption loses little."""
 
-import os
 import random
 import signal
 import threading
@@ -13,7 +12,7 @@ from jsonargparse.typing import NonNegativeInt
 from lightning import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from app.distributed.preemption import StopRequest, stop
+from app.distributed.preemption import any_rank, stop
 from app.runs.checkpoints import last_of
 
 RNG_KEY = "rng_states"
@@ -22,16 +21,10 @@ RNG_KEY = "rng_states"
 class LastCheckpoint(Callback):
     """What a resume needs: ``RUN/checkpoints/last.ckpt`` kept current, with every rank's random state.
 
-    ``last.ckpt`` is saved every ``every_n_steps`` training steps, at every epoch end, and when
-    training stops for a SIGTERM; during fit, a first Ctrl-C (SIGINT) is handled as a
-    SIGTERM, so it saves too (a second one stops at once). Every checkpoint (the best-k ones too) carries the
-    random generator states of all ranks, put back when training resumes, so that dropout and
-    augmentation draw what an uninterrupted run would.
-
-    Lightning's ``ModelCheckpoint(save_last=True)`` rewrites ``last.ckpt`` at an epoch end only when
-    a best-k checkpoint was saved there, and its OnExceptionCheckpoint saves on any exception (a NaN
-    loss too). A SIGTERM to any rank stops all of them at the same step end, after the save
-    (``app/distributed/preemption.py``); other exceptions save nothing and the files on disk stay good.
+    Saved every ``every_n_steps`` steps, at each epoch end, and when a SIGTERM to any rank stops them
+    all at one step end (a first Ctrl-C during fit counts as one); not on other exceptions (a NaN loss).
+    Every checkpoint carries all ranks' random states, put back on resume (Lightning's ``save_last``
+    saves only beside a best-k checkpoint, without them).
 
     Args:
         every_n_steps: steps between saves; 0 saves at epoch ends (and on SIGTERM) only.
@@ -44,9 +37,8 @@ class LastCheckpoint(Callback):
         self.every_n_steps = every_n_steps
         self.saved_at = -1
         self.pending_rng: dict[str, Any] | None = None
-        self.sigint_before: Any = None
-        self.ctrl_c = False
-        self.stop_request = StopRequest()
+        self.handlers_before: dict[int, Any] = {}  # of SIGINT and SIGTERM, while training
+        self.ctrl_c = self.sigterm = False
 
     def save(self, trainer: Trainer) -> None:
         if trainer.sanity_checking or trainer.fast_dev_run or trainer.global_step == self.saved_at:
@@ -65,12 +57,12 @@ class LastCheckpoint(Callback):
 
     def _stop_if_asked(self, trainer: Trainer) -> None:
         # Saved here, not in on_exception: a rank that ddp_spawn started gets no on_exception.
-        if self.stop_request.agreed(trainer):
+        if any_rank(trainer, self.sigterm):
             self.save(trainer)
             stop()
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
-        self._restore_sigint()
+        self._restore_handlers()
         if isinstance(exception, SIGTERMException) and trainer.state.fn == "fit":
             self.save(trainer)
 
@@ -91,26 +83,26 @@ class LastCheckpoint(Callback):
         if self.pending_rng is not None:
             restore_rng_states(self.pending_rng)
             self.pending_rng = None
-        self.ctrl_c = False
-        self.stop_request.listen()
+        self.ctrl_c = self.sigterm = False
         if threading.current_thread() is threading.main_thread():
-            self.sigint_before = signal.signal(signal.SIGINT, self._stop_as_if_sigterm)
+            # Lightning's own SIGTERM handler acts on rank 0's signal only; its Ctrl-C handling stops
+            # each rank where it is. Here both are noted, and the ranks agree at each step end.
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self.handlers_before[signum] = signal.signal(signum, self._note)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._restore_sigint()
+        self._restore_handlers()
 
-    def _restore_sigint(self) -> None:
-        self.stop_request.close()
-        if self.sigint_before is not None:
-            signal.signal(signal.SIGINT, self.sigint_before)
-            self.sigint_before = None
+    def _restore_handlers(self) -> None:
+        for signum, handler in self.handlers_before.items():
+            signal.signal(signum, handler)
+        self.handlers_before = {}
 
-    def _stop_as_if_sigterm(self, signum: int, frame: object) -> None:
-        # A SIGTERM stops every rank at the same step (they agree on it at each step end), so the
-        # save's collectives meet; Lightning's own Ctrl-C handling stops each rank where it is.
-        self.ctrl_c = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.kill(os.getpid(), signal.SIGTERM)
+    def _note(self, signum: int, frame: object) -> None:
+        if signum == signal.SIGINT:
+            self.ctrl_c = True
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C stops at once
+        self.sigterm = True
 
 
 def collect_rng_states() -> dict[str, Any]:

@@ -17,11 +17,8 @@ FOLD_EVERY = 256  # losses kept at most between two reads
 class StopOnNonFiniteLoss(Callback):
     """Raises :class:`UsageError` on every rank once a training loss was not finite.
 
-    Each step's loss is kept on the device as it is, and read (one all-reduce) at the steps
-    Lightning logs, at each epoch end, and whenever a checkpoint is about to be written, whoever
-    writes it, so no file on disk ever holds a bad step. Reading at every step would stall the CPU
-    on each GPU step; every ``FOLD_EVERY`` losses are reduced to their first bad one on the device,
-    without waiting for them.
+    Each step's loss stays on the device, read (one all-reduce) at the steps Lightning logs, at epoch
+    ends and before any checkpoint is written: no file holds a bad step, and no step waits for the GPU.
 
     Args:
         check_every_n_steps: steps between reads; None: Lightning's ``log_every_n_steps``.
@@ -77,13 +74,9 @@ class StopOnNonFiniteLoss(Callback):
         if first == NONE:
             return
         value = f"{self.bad_loss.item()}" if mine == first else "not finite on another rank"
-        kept = last_of(trainer.default_root_dir)
+        f = last_of(trainer.default_root_dir)
+        kept = f"the last good checkpoint is {f}" if f.is_file() else "no checkpoint was saved before it"
         raise UsageError(
-            f"the training loss is {value} at step {first}; "
-            + (
-                f"the last good checkpoint is {kept}"
-                if kept.is_file()
-                else "no checkpoint was saved before it"
-            )
-            + "; lower --model.optimizer.lr (or check the data) and resume with --ckpt_path last"
+            f"the training loss is {value} at step {first}; {kept}; "
+            "lower --model.optimizer.lr (or check the data) and resume with --ckpt_path last"
         )

@@ -1,7 +1,4 @@
-"""``predict`` writes ``predictions.csv`` in the run folder: one row per sample, in data set order.
-
-A later ``predict`` of the same run writes ``predictions-2.csv``, ``-3``, ...: none replaces another's file.
-"""
+"""``predict`` writes ``predictions.csv`` (a later one ``predictions-2.csv`` ...) in the run folder."""
 
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,9 +19,8 @@ FILE_NAME = "predictions.csv"
 class PredictionsWriter(BasePredictionWriter):
     """Writes each sample's predicted class, its name and its probability to ``predictions.csv``.
 
-    Each process keeps (sample index, class, probability) only, gathered on rank 0 when predict ends.
-    The first column names the sample as the DataModule's ``predict_id`` does (``index`` of the test
-    split, or ``file`` of an image folder); ``predict_step`` returns class probabilities.
+    Rows are gathered on rank 0 at the end; the first column is the DataModule's ``predict_id``
+    (``index``, or an image folder's ``file``). ``predict_step`` returns class probabilities.
     """
 
     def __init__(self) -> None:

@@ -13,10 +13,7 @@ from data.contract import provided
 
 
 class ImagesPerSecond(ProgressColumn):
-    """Images per second over the task so far, all ranks together.
-
-    Rich's own speed column averages the last 30 s of updates and shows 0.00 until it has two.
-    """
+    """Images per second over the task so far, all ranks together (Rich's: the last 30 s, 0.00 at first)."""
 
     def __init__(self, images_per_batch: int, style: str) -> None:
         super().__init__()
@@ -31,11 +28,9 @@ class ImagesPerSecond(ProgressColumn):
 class ThrottledRichProgressBar(RichProgressBar):
     """A :class:`RichProgressBar` that reads the metrics only when it redraws, and shows images/s.
 
-    Lightning's bar moves its counter every ``refresh_rate`` steps but reads the metrics at every
-    step (Lightning-AI/pytorch-lightning issue 20300), and reading a logged tensor waits for the
-    GPU: every step then stalls the CPU until the device is done instead of queueing the next one.
-    Lightning also reads every value logged with ``prog_bar=True`` at each step, the last one
-    logged included; ``metrics`` are logged without it and read here, at redraws only.
+    Lightning's bar reads them at every step (Lightning-AI/pytorch-lightning issue 20300), as it
+    reads every value logged with ``prog_bar=True``: each read of a logged tensor waits for the GPU.
+    ``metrics`` are logged without it and read here, at redraws only.
 
     Args:
         refresh_rate: steps between redraws.

@@ -13,16 +13,12 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 class DistributedJob(Callback):
     """How the ranks of a job wait for each other, and end.
 
-    - **Timeout.** After the first training step a rank waits ``--trainer.collective_timeout`` seconds
-      for the others. Until then the process group keeps the one it was made with (Lightning's ddp
-      and fsdp: 1800 s), which also bounds the start: every rank joining (nodes start when their
-      scheduler lets them) and the first step (compilation, cuDNN tuning), as torchtitan does.
-    - **Ending.** When rank 0 fails, the ranks Lightning launched are killed: Lightning does so only
-      on Ctrl-C, and a rank not waiting in a collective would run on as an orphan holding the job's
-      terminal open (a failing child rank needs nothing: Lightning then kills them all). SIGTERM is
-      left alone: every rank stops at the same step and they save a checkpoint together.
-    - **Exit.** Every rank leaves its process group at exit: Lightning destroys it for NCCL only, and
-      a gloo group left to the interpreter's shutdown can abort its rank (pytorch issue 190489).
+    - After the first training step a rank waits ``--trainer.collective_timeout`` s for the others;
+      before, the group's own (Lightning's: 1800 s) bounds the start (ranks joining, compilation).
+    - When rank 0 fails (not for a SIGTERM), the ranks Lightning launched are killed: Lightning does so
+      only on Ctrl-C, and a rank not in a collective would run on as an orphan.
+    - Every rank leaves its process group at exit: Lightning does so for NCCL only, and a gloo group
+      left to the interpreter's shutdown can abort its rank (pytorch issue 190489).
     """
 
     def __init__(self) -> None:

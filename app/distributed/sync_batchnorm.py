@@ -14,9 +14,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 class CPUSyncBatchNorm(_BatchNorm):
     """BatchNorm over the global batch of all processes, on CPU (gloo) as well as on CUDA.
 
-    In training with a process group of more than one process, it normalizes with the mean and
-    variance of all processes' batches and updates the running statistics with them; otherwise
-    (eval, one process) it is plain BatchNorm. Its state_dict keys are BatchNorm's.
+    Plain BatchNorm in eval or alone; its state_dict keys are BatchNorm's.
 
     Args:
         process_group: the processes to synchronize; None for all of them.
@@ -73,50 +71,42 @@ class BatchNormXd(_BatchNorm):
         pass
 
 
+SYNCED = (nn.SyncBatchNorm, CPUSyncBatchNorm)
+
+
 class SyncBatchNormPlugin(TorchSyncBatchNorm):
     """``Trainer(sync_batchnorm=True)``'s layer sync, for CPU (gloo) processes as well as CUDA ones.
 
-    Lightning calls :meth:`apply` after joining the process group but before moving the model to
-    its device, so the backend decides: under NCCL the BatchNorm layers become torch's
-    ``nn.SyncBatchNorm``, otherwise :class:`CPUSyncBatchNorm` (which works on any device).
+    Applied once the process group is joined: under NCCL torch's ``nn.SyncBatchNorm``, otherwise
+    :class:`CPUSyncBatchNorm` (any device).
     """
 
     def apply(self, model: nn.Module) -> nn.Module:
         """Replace every plain BatchNorm layer of ``model`` with a synchronized one."""
         nccl = dist.is_available() and dist.is_initialized() and "nccl" in dist.get_backend()
         sync_cls = nn.SyncBatchNorm if nccl else CPUSyncBatchNorm
-
-        def convert(m: nn.Module) -> nn.Module:
-            if not isinstance(m, _BatchNorm) or isinstance(m, (nn.SyncBatchNorm, CPUSyncBatchNorm)):
-                return m
-            layer = _convert(m, sync_cls)
-            layer.plain_cls = type(m)
-            return layer
-
-        return _swap(model, convert)
+        return _swap(model, lambda m: m if isinstance(m, SYNCED) else _convert(m, sync_cls, type(m)))
 
     def revert(self, model: nn.Module) -> nn.Module:
         """Turn the synchronized layers back into the BatchNorm classes they came from."""
-
-        def convert(m: nn.Module) -> nn.Module:
-            if not isinstance(m, (nn.SyncBatchNorm, CPUSyncBatchNorm)):
-                return m
-            return _convert(m, getattr(m, "plain_cls", BatchNormXd))
-
-        return _swap(model, convert)
+        return _swap(
+            model, lambda m: _convert(m, getattr(m, "plain_cls", BatchNormXd)) if isinstance(m, SYNCED) else m
+        )
 
 
-def _convert(bn: _BatchNorm, cls: type[_BatchNorm]) -> _BatchNorm:
+def _convert(bn: _BatchNorm, cls: type[_BatchNorm], plain_cls: type | None = None) -> _BatchNorm:
     """A ``cls`` layer holding ``bn``'s parameters, buffers and mode (the same tensors)."""
     layer = cls(bn.num_features, bn.eps, bn.momentum, bn.affine, bn.track_running_stats)
     layer.weight, layer.bias = bn.weight, bn.bias
     layer.running_mean, layer.running_var = bn.running_mean, bn.running_var
     layer.num_batches_tracked = bn.num_batches_tracked
+    if plain_cls is not None:
+        layer.plain_cls = plain_cls
     return layer.train(bn.training)
 
 
 def _swap(module: nn.Module, convert: Callable[[nn.Module], nn.Module]) -> nn.Module:
-    """``convert`` applied to ``module`` and to each of its submodules, in place where it can be."""
+    """``convert`` applied to ``module``'s BatchNorm layers (itself included), in place where it can be."""
     for name, child in module.named_children():
         module.add_module(name, _swap(child, convert))
-    return convert(module)
+    return convert(module) if isinstance(module, _BatchNorm) else module

@@ -1,5 +1,6 @@
 """Checkpoint files: written whole or not at all, checked before use, and found for ``--ckpt_path last``."""
 
+import contextlib
 import errno
 import io
 import os
@@ -29,9 +30,8 @@ def last_of(run: Path | str) -> Path:
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Writes to a temporary file in the target folder, fsyncs it, then renames it over the target.
 
-    Lightning's own save goes through an fsspec transaction whose temporary file lives in the
-    system temp folder: the final move is a copy (not atomic) when that is another file system,
-    and nothing is fsynced, so a power cut can leave a torn file. A rename within one folder is atomic.
+    Lightning's own moves it from the system temp folder (a copy across file systems) and fsyncs
+    nothing: a power cut can leave a torn file. A rename within one folder is atomic.
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
@@ -75,16 +75,12 @@ def _why(err: OSError, target: Path, size: int = 0) -> str:
 
 def _fsync_folder(folder: Path) -> None:
     # The rename is durable only once the folder's entry is on disk.
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def intact(path: Path) -> bool:
@@ -123,10 +119,7 @@ def check_checkpoint(path: str) -> None:
 def check_fits(path: str, model: torch.nn.Module, resume: bool = False) -> None:
     """Raise a one-line :class:`UsageError` unless the checkpoint's weights fit ``model`` tensor for tensor
     and, to ``resume`` its training, the model's recipe can go on from it (``why_not_resume``).
-
-    Run before anything is written, so a resume or an evaluation with other network or data settings
-    than the checkpoint's ends here rather than in a size-mismatch traceback halfway through.
-    """
+    Run before anything is written, rather than a size-mismatch traceback halfway through."""
     checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     saved = checkpoint["state_dict"]
     mine = model.state_dict()

@@ -14,16 +14,9 @@ PROJECT = Path(__file__).resolve().parents[1]
 def git_state(folder: Path = PROJECT) -> dict[str, str | bool] | None:
     """The commit the code is at and whether it has uncommitted changes; None outside git."""
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=10
-        )
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
+        git = {"cwd": folder, "capture_output": True, "text": True, "timeout": 10}
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], **git)
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], **git)
     except (OSError, subprocess.SubprocessError):
         return None
     if commit.returncode != 0:
@@ -32,11 +25,8 @@ def git_state(folder: Path = PROJECT) -> dict[str, str | bool] | None:
 
 
 class RunConfig(SaveConfigCallback):
-    """``RUN/config.yaml`` and every logger's run config (with the git state).
-
-    The values the CLI filled in for this run (its folder, W&B id) are saved as the user gave them
-    (``given``), so that ``fit --config RUN/config.yaml`` starts a new run beside this one.
-    """
+    """``RUN/config.yaml`` and every logger's run config (with the git state); the values the CLI filled
+    in (``given``) as the user gave them: ``fit --config RUN/config.yaml`` starts a new run beside it."""
 
     def __init__(self, *args: Any, given: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

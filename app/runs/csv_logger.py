@@ -12,11 +12,8 @@ from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
 
 class AppendingCSVLogger(CSVLogger):
-    """Writes ``metrics.csv`` like Lightning's CSVLogger; an existing file is added to, not replaced.
-
-    Every command on a run (a resume, a test of its checkpoint) logs into that run's folder. Lightning's
-    writer deletes the file it finds there when it is made: its rows are put back, and its columns told.
-    """
+    """Lightning's CSVLogger, whose writer deletes the ``metrics.csv`` it finds (a resume's, a test's):
+    its rows are put back, and its columns told."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

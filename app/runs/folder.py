@@ -1,8 +1,7 @@
 """Where a run lives: ``runs/<name>/<version>/``, and which checkpoint ``--ckpt_path last`` means.
 
-A run folder holds ``config.yaml``, ``checkpoints/``, ``metrics.csv``, ``wandb/``, ``plots/`` and
-``predictions.csv``. Versions are ``version_0``, ``version_1``, ...; rank 0 claims one with an
-atomic ``mkdir``, so two jobs started together never share a folder.
+It holds ``config.yaml``, ``checkpoints/``, ``metrics.csv``, ``wandb/``, ``plots/``, ``predictions.csv``.
+Rank 0 claims ``version_N`` with an atomic ``mkdir``: two jobs started together never share one.
 """
 
 import copy
@@ -32,12 +31,9 @@ from app.runs.checkpoints import checkpoints, folder_of, intact, remove_stale_te
 
 log = logging.getLogger(__name__)
 
-# Set by the process that picked the folder, for the ranks Lightning's ddp launcher starts (it re-runs
-# sys.argv with this environment): a process boundary, read only by inherited() there.
+# Set by the process that picked the folder, for the ranks Lightning's ddp launcher starts (inherited()).
 RUN_DIR_ENV = "APP_RUN_DIR"
 LOCK_FILE = ".lock"
-
-
 BASE_ROOT_DIR = Logger.root_dir  # what a logger has that does not nest its files
 
 
@@ -104,14 +100,9 @@ def _short(class_path: str, suffix: str = "") -> str:
 
 
 class Run(NamedTuple):
-    """The run a command works in.
-
-    Attributes:
-        folder: ``ROOT/NAME/version_N``.
-        created: claimed by this command (and removed again if it fails before training starts).
-        given: the config values :func:`resolve` filled in, as the user gave them: ``config.yaml`` keeps
-            these, so that re-running it starts a new run rather than writing into this one.
-    """
+    """The run a command works in: its ``folder`` (``ROOT/NAME/version_N``), whether this command
+    ``created`` it (removed again if it fails before training), and the config values :func:`resolve`
+    filled in, as the user ``given`` them (for ``config.yaml``)."""
 
     folder: Path
     created: bool
@@ -119,10 +110,8 @@ class Run(NamedTuple):
 
 
 def resolve(config) -> Run:
-    """Pick the run folder (and the checkpoint ``--ckpt_path last`` means), lock it, point every output at it.
-
-    ``fit`` makes a new ``ROOT/NAME/version_N``; a command given a checkpoint of a run works in that run.
-    """
+    """Pick the run folder (``fit``: a new one; else the checkpoint's) and ``--ckpt_path last``, lock it,
+    point every output at it."""
     rank_zero = job_rank_zero()
     name = config.get("name") or "-".join(
         (_short(config.data.class_path, "DataModule"), _short(config.model.net.class_path))
@@ -164,9 +153,8 @@ def resolve(config) -> Run:
 def configure_loggers(logger_config: object, run: Path) -> None:
     """Make every logger of ``logger_config`` (the parsed ``trainer.logger``) write into ``run``, in place.
 
-    A logger that takes a ``save_dir`` gets ``run``. One that nests its files as ``save_dir/name/version``
-    (as Lightning's CSV and TensorBoard loggers do, which define ``root_dir`` for that folder) writes them
-    into ``run`` itself, where ``config.yaml`` and the checkpoints are.
+    One that nests its files as ``save_dir/name/version`` (defines ``root_dir``: Lightning's CSV and
+    TensorBoard loggers) writes them into ``run`` itself.
     """
     for logger in logger_config if isinstance(logger_config, list) else [logger_config]:
         if not (isinstance(logger, Namespace) and logger.get("class_path")):
@@ -213,15 +201,13 @@ def unlock() -> None:
 
 
 def unused(path: Path) -> Path:
-    """``path``, or the first of ``NAME-2.EXT``, ``NAME-3.EXT``, ... that does not exist yet: what an
-    earlier command wrote into a run folder (predictions, an exported model) is never replaced."""
+    """``path``, or the first of ``NAME-2.EXT``, ``NAME-3.EXT``, ... not there yet: nothing is replaced."""
     candidates = (path.with_name(f"{path.stem}-{k}{path.suffix}") for k in itertools.count(2))
     return next(p for p in itertools.chain([path], candidates) if not p.exists())
 
 
 def write_csv(path: Path, header: list[str], rows: Iterable[list]) -> Path:
-    """Write ``rows`` under ``header`` to :func:`unused` ``(path)`` whole or not at all (a reader never
-    sees half a file); the path written."""
+    """Write ``rows`` under ``header`` to :func:`unused` ``(path)``, whole or not at all; the path written."""
     path = unused(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")
@@ -244,9 +230,7 @@ def discard(run: Run) -> None:
 
 def run_config(args: list[str]) -> Path | None:
     """The ``RUN/config.yaml`` that ``validate|test|predict|export --ckpt_path RUN/checkpoints/X.ckpt``
-    reads before the flags, so a checkpoint meets the network and data it was trained with; None for
-    other commands, or where a ``--config`` of the user's own is given.
-    """
+    reads before the flags (the network and data of the checkpoint); None otherwise or with ``--config``."""
     if not args or args[0] not in ("validate", "test", "predict", "export"):
         return None
     if any(arg in ("-c", "--config") or arg.startswith("--config=") for arg in args):

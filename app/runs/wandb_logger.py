@@ -19,10 +19,9 @@ ID_FILE = "wandb-id"
 class WandbLogger(LightningWandbLogger):
     """Lightning's :class:`~lightning.pytorch.loggers.WandbLogger`, the default logger, for run folders.
 
-    - The W&B run's id is kept in ``SAVE_DIR/wandb-id``: every command on a run folder (a resume, a
-      test) continues the same W&B run. Its name is the run folder's ``NAME/version_N``.
-    - Offline by itself where W&B cannot be online (not logged in, service unreachable), saying so in
-      one line with the ``wandb sync`` command; ``WANDB_MODE``, when set, is left to W&B.
+    - Its id is kept in ``SAVE_DIR/wandb-id``: every command on a run folder continues that W&B run,
+      named ``NAME/version_N``.
+    - Offline, in one line with the ``wandb sync`` command, where it cannot be online (``WANDB_MODE`` wins).
     - Under a W&B sweep agent, the run is the trial the agent started, grouped by its sweep.
     """
 
@@ -77,11 +76,7 @@ def run_id(run: Path, create: bool) -> str | None:
 
 
 def sweep_trial() -> tuple[str, str] | None:
-    """``(sweep id, run id)`` when a W&B sweep agent started this job, else None.
-
-    The agent exports both (``WANDB_SWEEP_ID``, ``WANDB_RUN_ID``) and expects the run it created to
-    report; wandb itself then ignores any other id, project or entity given to ``wandb.init``.
-    """
+    """``(sweep id, run id)`` that a W&B sweep agent exports, whose run wandb then reports to, else None."""
     sweep, trial = os.environ.get("WANDB_SWEEP_ID"), os.environ.get("WANDB_RUN_ID")
     return (sweep, trial) if sweep and trial else None
 
