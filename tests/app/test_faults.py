@@ -1,8 +1,11 @@
 """Faults met mid-run, injected for real into ``python -m app fit`` processes: each ends in one ``error:``
 line saying what happened and what to run, or is survived as promised; nothing saved is lost."""
 
+import errno
+import hashlib
 import json
 import os
+import resource
 import shlex
 import shutil
 import signal
@@ -109,3 +112,66 @@ def test_a_killed_loader_worker_is_one_line_and_resume_is_exact(tmp_path):
     ends = [load_probe(folder / "probe", "end", 0) for folder in (whole, cut)]
     assert ends[0]["global_step"] == ends[1]["global_step"]
     assert max_difference(ends[0]["weights"], ends[1]["weights"]) == 0
+
+
+def small_disk(limit: int):
+    """A ``preexec_fn``: files of the process may not grow past ``limit`` bytes, so writes fail as on a full
+    disk (EFBIG rather than a SIGXFSZ that would kill it)."""
+
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+def files_of(folder: Path) -> dict[Path, str]:
+    """A digest of each file under ``folder`` but the run's lock (each command writes its own line there)."""
+    # Line by line: the CSV logger writes metrics.csv again with other line ends, the same rows.
+    return {
+        p: hashlib.sha256(b"\n".join(p.read_bytes().splitlines())).hexdigest()
+        for p in folder.rglob("*")
+        if p.is_file() and p.name != ".lock"
+    }
+
+
+def test_a_full_disk_for_predictions_or_config_is_one_line_and_nothing_is_lost(mnist_root, tmp_path):
+    """predictions.csv, or a resume's config.yaml, meets a full disk (the file-size limit): one line names
+    the folder and the bytes needed; no partial file, the run's files as they were; with room, both work."""
+    data = f"--data.root={mnist_root}"
+    check(run_app("fit", data, "--test_after_fit=false", cwd=tmp_path))
+    run = run_folder(tmp_path)
+    before = files_of(run)
+    commands = {
+        "predictions.csv": [
+            "predict",
+            f"--ckpt_path={(run / 'checkpoints' / 'last.ckpt').relative_to(tmp_path)}",
+            data,
+        ],
+        "config.yaml": ["fit", data, "--test_after_fit=false", "--trainer.max_epochs=2", "--ckpt_path=last"],
+    }
+    then = {
+        "predictions.csv": "and run the command again",
+        "config.yaml": "or pass another --trainer.default_root_dir",
+    }
+    for name, (subcommand, *args) in commands.items():
+        full = subprocess.run(
+            app_command(subcommand, *args),
+            cwd=tmp_path,
+            env=app_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            preexec_fn=small_disk(1000),  # below either file's size, above the run's lock line
+        )
+        assert full.returncode == 1
+        line = one_error_line(full.stderr)
+        assert files_of(run) == before  # no partial file, nothing replaced
+        check(run_process(subcommand, *args, cwd=tmp_path))
+        size = (run / name).stat().st_size
+        assert size > 1000
+        assert line == (
+            f"error: no room for {name} in {run.relative_to(tmp_path)} ({os.strerror(errno.EFBIG)}): "
+            f"it needs {size:,} bytes; free that much there {then[name]}"
+        )
+        before = files_of(run)
