@@ -3,9 +3,9 @@ line saying what happened and what to run, or is survived as promised; nothing s
 
 import errno
 import hashlib
+import importlib.util
 import json
 import os
-import resource
 import shlex
 import shutil
 import signal
@@ -23,10 +23,12 @@ from helpers.cli import (
     check,
     load_probe,
     max_difference,
+    one_error_line,
     probe,
     run_app,
     run_folder,
     run_process,
+    small_disk,
 )
 from helpers.data_files import corrupt_jpeg, write_image_folder, write_photo_folder
 
@@ -59,14 +61,6 @@ def test_unreadable_images_are_left_out_counted_and_never_mislabelled(tmp_path):
     assert [Counter(epoch) for epoch in json.loads(seen.read_text())] == [readable]
 
 
-def one_error_line(stderr: str) -> str:
-    """The last line of ``stderr``, checked to be an ``error:`` line after no traceback."""
-    assert "Traceback" not in stderr, stderr[-3000:]
-    last = stderr.strip().splitlines()[-1]
-    assert last.startswith("error: "), stderr[-3000:]
-    return last
-
-
 def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
@@ -74,14 +68,28 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120) -> Non
         time.sleep(0.05)
 
 
+def loader_data(path: str, tmp_path: Path, mnist_root: Path) -> list[str]:
+    """The data flags of a small training set on the image-folder or the streaming path."""
+    if path == "image folder":
+        return [*IMAGE_FOLDER, f"--data.root={write_image_folder(tmp_path / 'images', per_class=12)}"]
+    if importlib.util.find_spec("litdata") is None:
+        pytest.skip("the streaming extra is not installed")
+    from data.mnist import MNISTDataModule
+    from data.streaming.writer import shard
+
+    shards = str(tmp_path / "shards")  # 400 training samples, 10 a chunk
+    shard(MNISTDataModule(root=str(mnist_root), val_size=400), shards, workers=1, chunk_size=10)
+    return ["--data=StreamingDataModule", f"--data.root={shards}", "--data.batch_size=20"]
+
+
 @pytest.mark.distributed  # processes started and killed
-def test_a_killed_loader_worker_is_one_line_and_resume_is_exact(tmp_path):
+@pytest.mark.parametrize("path", ["image folder", "streaming"])
+def test_a_killed_loader_worker_is_one_line_and_resume_is_exact(path, mnist_root, tmp_path):
     """SIGKILL to a DataLoader worker, as the kernel's out-of-memory killer sends: the line names it, the
     likely cause and the flag; ``--ckpt_path last`` then ends with the weights of an uninterrupted run."""
-    root = write_image_folder(tmp_path / "images", per_class=12)
     started = tmp_path / "started"
     slow = callback("helpers.stops.SlowSteps", seconds=0.2, started=str(started))
-    args = [*IMAGE_FOLDER, f"--data.root={root}", "--data.num_workers=1", "--test_after_fit=false"]
+    args = [*loader_data(path, tmp_path, mnist_root), "--data.num_workers=1", "--test_after_fit=false"]
     args += ["--trainer.limit_train_batches=1.0", "--last_checkpoint.every_n_steps=2", slow]
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     check(run_app("fit", *args, probe(whole / "probe"), cwd=whole))
@@ -112,17 +120,6 @@ def test_a_killed_loader_worker_is_one_line_and_resume_is_exact(tmp_path):
     ends = [load_probe(folder / "probe", "end", 0) for folder in (whole, cut)]
     assert ends[0]["global_step"] == ends[1]["global_step"]
     assert max_difference(ends[0]["weights"], ends[1]["weights"]) == 0
-
-
-def small_disk(limit: int):
-    """A ``preexec_fn``: files of the process may not grow past ``limit`` bytes, so writes fail as on a full
-    disk (EFBIG rather than a SIGXFSZ that would kill it)."""
-
-    def apply() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    return apply
 
 
 def files_of(folder: Path) -> dict[Path, str]:
