@@ -236,7 +236,8 @@ class ImageFolderDataModule(VisionDataModule):
                 try:
                     cache.prepare(self.root, split, samples, self.resize_size, self.in_channels == 1)
                 except OSError as err:
-                    rank_zero_info(f"data: cannot keep the decoded copy in {self.root}/.cache ({err})")
+                    why = err.strerror or err
+                    rank_zero_info(f"data: cannot keep the decoded copy in {self.root}/.cache ({why})")
 
     def setup(self, stage: str) -> None:
         if stage == "predict" and self.predict_dir is not None:

@@ -172,3 +172,31 @@ def test_a_full_disk_for_predictions_or_config_is_one_line_and_nothing_is_lost(m
             f"it needs {size:,} bytes; free that much there {then[name]}"
         )
         before = files_of(run)
+
+
+def test_a_full_disk_for_the_decoded_copy_is_survived_in_memory(tmp_path):
+    """The decoded copy of an image folder outgrows the file-size limit: one line says so and how much it
+    needs, no partial file is left, and the run decodes in memory instead."""
+    root = write_image_folder(tmp_path / "images", per_class=12)
+    args = [*IMAGE_FOLDER, f"--data.root={root}", "--test_after_fit=false"]
+    check(run_app("fit", *args, cwd=tmp_path))  # the DataLoader: no decoded copy
+    last = run_folder(tmp_path) / "checkpoints" / "last.ckpt"
+    validate = app_command("validate", f"--ckpt_path={last}", "--data.loader=resident")
+    result = subprocess.run(
+        validate,
+        cwd=tmp_path,
+        env=app_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=small_disk(20_000),  # below the decoded copy of train/ (or test/): 36 photos at 37 px
+    )
+    check(result)
+    needs = 36 * 3 * 37 * 37
+    line = (
+        f"data: cannot keep the decoded copy in {root}/.cache ({os.strerror(errno.EFBIG)}: it needs "
+        f"{needs:,} bytes there)"
+    )
+    assert line in result.stderr.splitlines(), result.stderr[-3000:]
+    assert "decodes" in result.stderr and "in memory" in result.stderr
+    assert list((root / ".cache").iterdir()) == []  # no partial file
