@@ -319,6 +319,7 @@ class ImageFolderDataModule(VisionDataModule):
 
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         """Take the unreadable images :func:`photos.collate_readable` left out of ``batch``, to count them."""
+        batch = super().on_before_batch_transfer(batch, dataloader_idx)
         if self.collate_fn is None or not isinstance(batch, tuple) or len(batch) != 3:
             return batch
         images, labels, left_out = batch

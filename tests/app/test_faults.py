@@ -200,3 +200,25 @@ def test_a_full_disk_for_the_decoded_copy_is_survived_in_memory(tmp_path):
     assert line in result.stderr.splitlines(), result.stderr[-3000:]
     assert "decodes" in result.stderr and "in memory" in result.stderr
     assert list((root / ".cache").iterdir()) == []  # no partial file
+
+
+@pytest.mark.parametrize("step", [8, 5])
+def test_a_stop_after_the_last_batch_of_an_epoch_resumes_at_the_next_one(step, tmp_path):
+    """Stopped at the end of the step that ends epoch 0 (8 steps, every one checkpointed), the resume
+    trains all of epoch 1, not an empty one; mid-epoch (step 5) as before. Both end with the weights of an
+    uninterrupted run."""
+    root = write_image_folder(tmp_path / "images", per_class=12)
+    args = [*IMAGE_FOLDER, f"--data.root={root}", "--data.num_workers=1", "--test_after_fit=false"]
+    args += [
+        "--trainer.limit_train_batches=1.0",
+        "--trainer.max_epochs=2",
+        "--last_checkpoint.every_n_steps=1",
+    ]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    check(run_app("fit", *args, probe(whole / "probe"), cwd=whole))
+    stopped = run_process("fit", *args, callback("helpers.stops.SigtermAt", step=step), cwd=cut)
+    assert stopped.returncode == 143, stopped.stderr[-3000:]
+    check(run_process("fit", *args, probe(cut / "probe"), "--ckpt_path=last", cwd=cut))
+    ends = [load_probe(folder / "probe", "end", 0) for folder in (whole, cut)]
+    assert ends[0]["global_step"] == ends[1]["global_step"] == 16
+    assert max_difference(ends[0]["weights"], ends[1]["weights"]) == 0
