@@ -1,7 +1,7 @@
 """The soak test of the faults: 30 random faults over one long fit, each resumed with ``--ckpt_path last``;
 the run ends with exactly the weights of an uninterrupted one.
 
-Slow (about 10 min on 2 cores): ``.venv/bin/python -m pytest -m slow tests/app/test_fault_soak.py``.
+Slow (about 12 min on 2 cores): ``.venv/bin/python -m pytest -m slow tests/app/test_fault_soak.py``.
 """
 
 import os
