@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from helpers.cli import (
     app_command,
     app_env,
@@ -57,6 +58,7 @@ def test_thirty_random_faults_over_one_fit_end_with_the_uninterrupted_weights(tm
     cut.mkdir()
     moments = random.Random(44)
     done = {kind: 0 for kind in KINDS}
+    history: list[str] = []
     for _ in range(FAULTS):
         kind = moments.choice(KINDS)
         started.unlink(missing_ok=True)
@@ -81,11 +83,15 @@ def test_thirty_random_faults_over_one_fit_end_with_the_uninterrupted_weights(tm
         for path in cut.glob("runs/*/*/checkpoints/*.ckpt"):
             assert intact(path), (kind, path)
         done[kind] += 1
+        last = next(cut.glob("runs/*/*/checkpoints/last.ckpt"), None)
+        saved = torch.load(last, weights_only=True) if last else {}
+        # What each session left, for the report of a failure: where the next one resumes.
+        history.append(f"{kind}: last.ckpt at epoch {saved.get('epoch')} step {saved.get('global_step')}")
     check(run_process("fit", *args, probe(cut / "probe"), "--ckpt_path=last", cwd=cut, timeout=600))
     assert [p.name for p in cut.glob("runs/*/*")] == ["version_0"]
     ends = [load_probe(folder / "probe", "end", 0) for folder in (whole, cut)]
-    assert ends[0]["global_step"] == ends[1]["global_step"], done
-    assert max_difference(ends[0]["weights"], ends[1]["weights"]) == 0, done
+    assert ends[0]["global_step"] == ends[1]["global_step"], (done, history)
+    assert max_difference(ends[0]["weights"], ends[1]["weights"]) == 0, (done, history)
 
 
 def strike(kind: str, process: subprocess.Popen, started: Path, delay: float) -> None:
