@@ -1,5 +1,6 @@
 """The mistakes a user can fix, and the one way they are reported: one ``error:`` line, exit status 1."""
 
+import errno
 import os
 import sys
 import traceback
@@ -42,5 +43,8 @@ def raised_in(err: BaseException, *folders: str) -> bool:
     if not isinstance(err, RuntimeError) or err.__traceback__ is None:
         return False
     innermost = traceback.extract_tb(err.__traceback__)[-1]
-    # A loader's own "too many open files" comes from an OSError, and is not a worker gone.
-    return innermost.filename.startswith(folders) and not isinstance(err.__context__, OSError)
+    # A loader's own "too many open files" comes from an EMFILE, and is not a worker gone; a worker killed
+    # while it sent a batch leaves a reset connection there, which is.
+    context = err.__context__
+    too_many_files = isinstance(context, OSError) and context.errno == errno.EMFILE
+    return innermost.filename.startswith(folders) and not too_many_files

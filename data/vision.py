@@ -296,23 +296,40 @@ class VisionDataModule(LightningDataModule):
         if self.resume_state:
             # Lightning makes the loader's first iterator before it sets the sampler's epoch, and a
             # DataLoader's draws its order then: it must be the saved epoch's.
-            loader.sampler.set_epoch(self.resume_state.get("epoch", 0))
-            loader.load_state_dict(self.resume_state["train_loader"])
+            epoch = self.resume_state.get("epoch", 0)
+            loader.sampler.set_epoch(epoch)
+            if "train_loader" in self.resume_state:
+                loader.load_state_dict(self.resume_state["train_loader"])
+            self.trained = (epoch, self.resume_state.get("trained", 0))
         self.train_loader, self.resume_state = loader, None
         return loader
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Count the batches trained on in this epoch (Lightning calls this for each, not ahead)."""
+        loader = getattr(self, "train_loader", None)
+        if loader is not None and self.trainer is not None and self.trainer.training:
+            epoch, trained = getattr(self, "trained", (None, 0))
+            self.trained = (loader.sampler.epoch, trained + 1 if epoch == loader.sampler.epoch else 1)
+        return batch
 
     def state_dict(self) -> dict:
         """The train loader's place in its epoch, and the epoch, saved in checkpoints."""
         loader = getattr(self, "train_loader", None)
-        return (
-            {"train_loader": loader.state_dict(), "epoch": loader.sampler.epoch} if loader is not None else {}
-        )
+        if loader is None:
+            return {}
+        epoch, trained = getattr(self, "trained", (None, 0))
+        trained = trained if epoch == loader.sampler.epoch else 0
+        if self.trainer is not None and trained >= self.trainer.num_training_batches:
+            # Saved after the epoch's last batch: Lightning resumes at the next epoch, whose loader starts
+            # afresh (the loader's own state would give it no batch at all).
+            return {"epoch": loader.sampler.epoch + 1}
+        return {"train_loader": loader.state_dict(), "epoch": loader.sampler.epoch, "trained": trained}
 
     def load_state_dict(self, state: dict) -> None:
         """Resume mid-epoch: the next train loader starts at the first batch not trained on."""
         # Lightning builds the train loader before it restores loop states (to count the steps of
         # the lr schedule), so it never hands a loader its saved state; the DataModule's comes first.
-        self.resume_state = state if state.get("train_loader") else None
+        self.resume_state = state if "epoch" in state else None
 
     def val_dataloader(self) -> Iterable:
         return self.dataloader(self.val_set)

@@ -8,6 +8,8 @@ import yaml
 from lightning import LightningModule, Trainer
 from lightning.pytorch.cli import SaveConfigCallback
 
+from data.files import write_whole
+
 PROJECT = Path(__file__).resolve().parents[1]
 
 
@@ -38,6 +40,14 @@ class RunConfig(SaveConfigCallback):
         self.config = self.config.clone()
         for key, value in self.given.items():
             self.config[key] = value
+        if self.save_to_log_dir and not self.already_saved:
+            # Lightning's own save writes over the file in place: a full disk would leave half of it.
+            log_dir = trainer.log_dir  # a broadcast: every rank asks
+            if trainer.is_global_zero:
+                body = self.parser.dump(self.config, skip_none=False).encode()
+                then = "or pass another --trainer.default_root_dir"
+                write_whole(Path(log_dir, self.config_filename), body, then)
+            self.save_to_log_dir = False
         super().setup(trainer, pl_module, stage)
 
     def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:

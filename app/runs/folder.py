@@ -7,6 +7,7 @@ Rank 0 claims ``version_N`` with an atomic ``mkdir``: two jobs started together 
 import copy
 import csv
 import fcntl
+import io
 import itertools
 import logging
 import os
@@ -28,6 +29,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from app.errors import UsageError
 from app.parser import class_defaults
 from app.runs.checkpoints import checkpoints, folder_of, intact, remove_stale_temps
+from data.files import write_whole
 
 log = logging.getLogger(__name__)
 
@@ -209,11 +211,9 @@ def unused(path: Path) -> Path:
 def write_csv(path: Path, header: list[str], rows: Iterable[list]) -> Path:
     """Write ``rows`` under ``header`` to :func:`unused` ``(path)``, whole or not at all; the path written."""
     path = unused(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    with open(partial, "w", newline="") as f:
-        csv.writer(f).writerows([header, *rows])
-    os.replace(partial, path)
+    text = io.StringIO(newline="")
+    csv.writer(text).writerows([header, *rows])
+    write_whole(path, text.getvalue().encode(), "and run the command again")
     return path
 
 

@@ -62,7 +62,9 @@ def fits(size: int, device: torch.device) -> bool:
 
 def build(samples: list[tuple[str, int]], side: int, grey: bool) -> Tensor:
     """Decode every photo to a ``side`` px square, in threads (PIL and torch release the GIL)."""
-    images = torch.empty(len(samples), 1 if grey else 3, side, side, dtype=torch.uint8)
+    # A normal tensor even under validate's inference mode, which the pool's threads are not in.
+    with torch.inference_mode(False):
+        images = torch.empty(len(samples), 1 if grey else 3, side, side, dtype=torch.uint8)
 
     def one(i: int) -> None:
         images[i] = decode_square(samples[i][0], side, grey)
@@ -83,8 +85,17 @@ def prepare(root: str, split: str, samples: list[tuple[str, int]], side: int, gr
     images = build(samples, side, grey)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    torch.save({"images": images, "files": [p for p, _ in samples]}, partial)
-    os.replace(partial, path)
+    try:
+        with open(partial, "wb") as f:
+            torch.save({"images": images, "files": [p for p, _ in samples]}, f)
+        os.replace(partial, path)
+    except (OSError, RuntimeError) as err:
+        partial.unlink(missing_ok=True)
+        # torch's writer reports a failed write (a full disk) as a RuntimeError raised while handling it.
+        cause = err if isinstance(err, OSError) else err.__context__
+        if not isinstance(cause, OSError):
+            raise
+        raise OSError(cause.errno, f"{cause.strerror}: it needs {images.nbytes:,} bytes there") from err
     for stale in path.parent.glob(path.name.rsplit("-", 1)[0] + "-*.pt"):
         if stale != path:
             stale.unlink(missing_ok=True)

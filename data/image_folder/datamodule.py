@@ -236,7 +236,8 @@ class ImageFolderDataModule(VisionDataModule):
                 try:
                     cache.prepare(self.root, split, samples, self.resize_size, self.in_channels == 1)
                 except OSError as err:
-                    rank_zero_info(f"data: cannot keep the decoded copy in {self.root}/.cache ({err})")
+                    why = err.strerror or err
+                    rank_zero_info(f"data: cannot keep the decoded copy in {self.root}/.cache ({why})")
 
     def setup(self, stage: str) -> None:
         if stage == "predict" and self.predict_dir is not None:
@@ -318,6 +319,7 @@ class ImageFolderDataModule(VisionDataModule):
 
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         """Take the unreadable images :func:`photos.collate_readable` left out of ``batch``, to count them."""
+        batch = super().on_before_batch_transfer(batch, dataloader_idx)
         if self.collate_fn is None or not isinstance(batch, tuple) or len(batch) != 3:
             return batch
         images, labels, left_out = batch

@@ -15,7 +15,7 @@ from torchvision.transforms import v2
 
 from data import batch_transforms
 from data.folds import check_folds
-from data.streaming.store import FORMAT, SIDE_FILE, VERSION, Location, require_litdata
+from data.streaming.store import FORMAT, SIDE_FILE, VERSION, Location, check_chunks, require_litdata
 from data.vision import DataError, DatasetNotFoundError
 
 
@@ -28,7 +28,7 @@ def uint8_steps(transform: Callable) -> v2.Compose:
 
 def make_shards(*args: Any, **kwargs: Any) -> Any:
     """An :class:`ImageShards` (a LitData ``StreamingDataset``); LitData is imported only here."""
-    from litdata import StreamingDataset
+    from litdata import ChunkWaitTimeoutError, StreamingDataset
 
     class ImageShards(StreamingDataset):
         """Samples as ``(uint8 image, label, index)``: decoded and transformed in the loader's workers.
@@ -37,12 +37,17 @@ def make_shards(*args: Any, **kwargs: Any) -> Any:
         the same whichever worker or rank draws it, and after a resume.
         """
 
-        def __init__(self, *args: Any, transform: Callable, grey: bool, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.image_transform, self.grey = transform, grey
+        def __init__(self, folder: str, *args: Any, transform: Callable, grey: bool, **kwargs: Any) -> None:
+            super().__init__(folder, *args, **kwargs)
+            self.folder, self.image_transform, self.grey = folder, transform, grey
 
         def __getitem__(self, index: Any) -> Any:
-            item = super().__getitem__(index)
+            try:
+                item = super().__getitem__(index)
+            except ChunkWaitTimeoutError:
+                if not Location(self.folder).remote:
+                    check_chunks(self.folder)  # cut short since the run began: named
+                raise
             if not isinstance(item, dict):
                 return item
             mode = ImageReadMode.GRAY if self.grey else ImageReadMode.RGB
@@ -239,7 +244,10 @@ class StreamingDataModule(LightningDataModule):
         """The LitData data set of ``split``; shuffled each epoch for training."""
         if split not in self.side["splits"]:
             raise DatasetNotFoundError(f"the shards in {self.root} have no {split} split")
-        options = {"storage_options": {}, "cache_dir": self.cache_dir} if Location(self.root).remote else {}
+        remote = Location(self.root).remote
+        if not remote:
+            check_chunks(Location(self.root).join(split))  # before the first step, not in the middle
+        options = {"storage_options": {}, "cache_dir": self.cache_dir} if remote else {}
         return make_shards(
             Location(self.root).join(split),
             shuffle=train,

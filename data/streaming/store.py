@@ -27,6 +27,26 @@ def require_litdata() -> None:
         raise DataError('shards need LitData: pip install ".[streaming]"') from err
 
 
+def check_chunks(folder: str) -> None:
+    """Raise a one-line :class:`DataError` naming the first chunk of the local split ``folder`` that is
+    shorter than its index says (a copy cut short): LitData would wait for the rest of it, then fail as
+    for a download that hung."""
+    try:
+        index = json.loads(Path(folder, "index.json").read_bytes())
+    except (OSError, ValueError):
+        return  # LitData's own reading of the index says what is wrong with it
+    if index.get("config", {}).get("compression"):
+        return  # chunk_bytes then counts the data before compression
+    for chunk in index.get("chunks", []):
+        path = Path(folder, chunk["filename"])
+        size = path.stat().st_size if path.is_file() else 0
+        if size < chunk["chunk_bytes"]:
+            raise DataError(
+                f"{path} is cut short ({size:,} of its {chunk['chunk_bytes']:,} bytes): copy it again "
+                "whole from where the shards were written, or write them again with python -m app shard"
+            )
+
+
 @dataclass(frozen=True)
 class Location:
     """A local folder or an S3 prefix (``s3://bucket/prefix``)."""

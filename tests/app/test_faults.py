@@ -1,6 +1,9 @@
 """Faults met mid-run, injected for real into ``python -m app fit`` processes: each ends in one ``error:``
 line saying what happened and what to run, or is survived as promised; nothing saved is lost."""
 
+import errno
+import hashlib
+import importlib.util
 import json
 import os
 import shlex
@@ -20,10 +23,12 @@ from helpers.cli import (
     check,
     load_probe,
     max_difference,
+    one_error_line,
     probe,
     run_app,
     run_folder,
     run_process,
+    small_disk,
 )
 from helpers.data_files import corrupt_jpeg, write_image_folder, write_photo_folder
 
@@ -56,14 +61,6 @@ def test_unreadable_images_are_left_out_counted_and_never_mislabelled(tmp_path):
     assert [Counter(epoch) for epoch in json.loads(seen.read_text())] == [readable]
 
 
-def one_error_line(stderr: str) -> str:
-    """The last line of ``stderr``, checked to be an ``error:`` line after no traceback."""
-    assert "Traceback" not in stderr, stderr[-3000:]
-    last = stderr.strip().splitlines()[-1]
-    assert last.startswith("error: "), stderr[-3000:]
-    return last
-
-
 def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
@@ -71,14 +68,28 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120) -> Non
         time.sleep(0.05)
 
 
+def loader_data(path: str, tmp_path: Path, mnist_root: Path) -> list[str]:
+    """The data flags of a small training set on the image-folder or the streaming path."""
+    if path == "image folder":
+        return [*IMAGE_FOLDER, f"--data.root={write_image_folder(tmp_path / 'images', per_class=12)}"]
+    if importlib.util.find_spec("litdata") is None:
+        pytest.skip("the streaming extra is not installed")
+    from data.mnist import MNISTDataModule
+    from data.streaming.writer import shard
+
+    shards = str(tmp_path / "shards")  # 400 training samples, 10 a chunk
+    shard(MNISTDataModule(root=str(mnist_root), val_size=400), shards, workers=1, chunk_size=10)
+    return ["--data=StreamingDataModule", f"--data.root={shards}", "--data.batch_size=20"]
+
+
 @pytest.mark.distributed  # processes started and killed
-def test_a_killed_loader_worker_is_one_line_and_resume_is_exact(tmp_path):
+@pytest.mark.parametrize("path", ["image folder", "streaming"])
+def test_a_killed_loader_worker_is_one_line_and_resume_is_exact(path, mnist_root, tmp_path):
     """SIGKILL to a DataLoader worker, as the kernel's out-of-memory killer sends: the line names it, the
     likely cause and the flag; ``--ckpt_path last`` then ends with the weights of an uninterrupted run."""
-    root = write_image_folder(tmp_path / "images", per_class=12)
     started = tmp_path / "started"
     slow = callback("helpers.stops.SlowSteps", seconds=0.2, started=str(started))
-    args = [*IMAGE_FOLDER, f"--data.root={root}", "--data.num_workers=1", "--test_after_fit=false"]
+    args = [*loader_data(path, tmp_path, mnist_root), "--data.num_workers=1", "--test_after_fit=false"]
     args += ["--trainer.limit_train_batches=1.0", "--last_checkpoint.every_n_steps=2", slow]
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     check(run_app("fit", *args, probe(whole / "probe"), cwd=whole))
@@ -108,4 +119,106 @@ def test_a_killed_loader_worker_is_one_line_and_resume_is_exact(tmp_path):
     check(run_process("fit", *args, probe(cut / "probe"), "--ckpt_path=last", cwd=cut))
     ends = [load_probe(folder / "probe", "end", 0) for folder in (whole, cut)]
     assert ends[0]["global_step"] == ends[1]["global_step"]
+    assert max_difference(ends[0]["weights"], ends[1]["weights"]) == 0
+
+
+def files_of(folder: Path) -> dict[Path, str]:
+    """A digest of each file under ``folder`` but the run's lock (each command writes its own line there)."""
+    # Line by line: the CSV logger writes metrics.csv again with other line ends, the same rows.
+    return {
+        p: hashlib.sha256(b"\n".join(p.read_bytes().splitlines())).hexdigest()
+        for p in folder.rglob("*")
+        if p.is_file() and p.name != ".lock"
+    }
+
+
+def test_a_full_disk_for_predictions_or_config_is_one_line_and_nothing_is_lost(mnist_root, tmp_path):
+    """predictions.csv, or a resume's config.yaml, meets a full disk (the file-size limit): one line names
+    the folder and the bytes needed; no partial file, the run's files as they were; with room, both work."""
+    data = f"--data.root={mnist_root}"
+    check(run_app("fit", data, "--test_after_fit=false", cwd=tmp_path))
+    run = run_folder(tmp_path)
+    before = files_of(run)
+    commands = {
+        "predictions.csv": [
+            "predict",
+            f"--ckpt_path={(run / 'checkpoints' / 'last.ckpt').relative_to(tmp_path)}",
+            data,
+        ],
+        "config.yaml": ["fit", data, "--test_after_fit=false", "--trainer.max_epochs=2", "--ckpt_path=last"],
+    }
+    then = {
+        "predictions.csv": "and run the command again",
+        "config.yaml": "or pass another --trainer.default_root_dir",
+    }
+    for name, (subcommand, *args) in commands.items():
+        full = subprocess.run(
+            app_command(subcommand, *args),
+            cwd=tmp_path,
+            env=app_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            preexec_fn=small_disk(1000),  # below either file's size, above the run's lock line
+        )
+        assert full.returncode == 1
+        line = one_error_line(full.stderr)
+        assert files_of(run) == before  # no partial file, nothing replaced
+        check(run_process(subcommand, *args, cwd=tmp_path))
+        size = (run / name).stat().st_size
+        assert size > 1000
+        assert line == (
+            f"error: no room for {name} in {run.relative_to(tmp_path)} ({os.strerror(errno.EFBIG)}): "
+            f"it needs {size:,} bytes; free that much there {then[name]}"
+        )
+        before = files_of(run)
+
+
+def test_a_full_disk_for_the_decoded_copy_is_survived_in_memory(tmp_path):
+    """The decoded copy of an image folder outgrows the file-size limit: one line says so and how much it
+    needs, no partial file is left, and the run decodes in memory instead."""
+    root = write_image_folder(tmp_path / "images", per_class=12)
+    args = [*IMAGE_FOLDER, f"--data.root={root}", "--test_after_fit=false"]
+    check(run_app("fit", *args, cwd=tmp_path))  # the DataLoader: no decoded copy
+    last = run_folder(tmp_path) / "checkpoints" / "last.ckpt"
+    validate = app_command("validate", f"--ckpt_path={last}", "--data.loader=resident")
+    result = subprocess.run(
+        validate,
+        cwd=tmp_path,
+        env=app_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=small_disk(20_000),  # below the decoded copy of train/ (or test/): 36 photos at 37 px
+    )
+    check(result)
+    needs = 36 * 3 * 37 * 37
+    line = (
+        f"data: cannot keep the decoded copy in {root}/.cache ({os.strerror(errno.EFBIG)}: it needs "
+        f"{needs:,} bytes there)"
+    )
+    assert line in result.stderr.splitlines(), result.stderr[-3000:]
+    assert "decodes" in result.stderr and "in memory" in result.stderr
+    assert list((root / ".cache").iterdir()) == []  # no partial file
+
+
+@pytest.mark.parametrize("step", [8, 5])
+def test_a_stop_after_the_last_batch_of_an_epoch_resumes_at_the_next_one(step, tmp_path):
+    """Stopped at the end of the step that ends epoch 0 (8 steps, every one checkpointed), the resume
+    trains all of epoch 1, not an empty one; mid-epoch (step 5) as before. Both end with the weights of an
+    uninterrupted run."""
+    root = write_image_folder(tmp_path / "images", per_class=12)
+    args = [*IMAGE_FOLDER, f"--data.root={root}", "--data.num_workers=1", "--test_after_fit=false"]
+    args += [
+        "--trainer.limit_train_batches=1.0",
+        "--trainer.max_epochs=2",
+        "--last_checkpoint.every_n_steps=1",
+    ]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    check(run_app("fit", *args, probe(whole / "probe"), cwd=whole))
+    stopped = run_process("fit", *args, callback("helpers.stops.SigtermAt", step=step), cwd=cut)
+    assert stopped.returncode == 143, stopped.stderr[-3000:]
+    check(run_process("fit", *args, probe(cut / "probe"), "--ckpt_path=last", cwd=cut))
+    ends = [load_probe(folder / "probe", "end", 0) for folder in (whole, cut)]
+    assert ends[0]["global_step"] == ends[1]["global_step"] == 16
     assert max_difference(ends[0]["weights"], ends[1]["weights"]) == 0

@@ -7,6 +7,8 @@ import io
 import json
 import logging
 import os
+import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -187,3 +189,22 @@ def probe(folder: Path) -> str:
 def load_probe(folder: Path, moment: str, rank: int) -> dict:
     """What the probe saved for ``rank`` at ``moment`` (start or end)."""
     return torch.load(folder / f"{moment}-rank{rank}.pt", weights_only=True)
+
+
+def one_error_line(stderr: str) -> str:
+    """The last line of ``stderr``, checked to be an ``error:`` line after no traceback."""
+    assert "Traceback" not in stderr, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: "), stderr[-3000:]
+    return last
+
+
+def small_disk(limit: int):
+    """A ``preexec_fn``: files of the process may not grow past ``limit`` bytes, so writes fail as on a full
+    disk (EFBIG rather than a SIGXFSZ that would kill it)."""
+
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply

@@ -54,6 +54,18 @@ class FaultKill(Fault):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+class FaultKillWorker(Fault):
+    """The rank's DataLoader workers (its child processes; not rank 0's, which has rank 1 among them) die
+    at once, as under the kernel's out-of-memory killer."""
+
+    def strike(self) -> None:
+        assert self.rank != 0, "rank 0's children include the other ranks"
+        workers = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
+        assert workers, "no DataLoader worker to kill"
+        for worker in workers:
+            os.kill(int(worker), signal.SIGKILL)
+
+
 class FaultHang(Fault):
     """The rank stops answering and never returns, as on a deadlock or a stuck device."""
 

@@ -59,6 +59,21 @@ def test_a_rank_that_raises_or_dies_ends_the_job_within_30_s(fault, rank, mnist_
         assert f"fault injected on rank {rank}" in result.stderr
 
 
+def test_a_killed_loader_worker_on_one_rank_ends_the_job_with_its_line(mnist_root, tmp_path):
+    """Rank 1's DataLoader worker SIGKILLed: rank 1 says so in one line, rank 0 stops too, within 30 s."""
+    # 8 steps: more batches left after step 2 than the worker had loaded ahead.
+    more = ["--data.loader=torch", "--data.num_workers=1", "--trainer.limit_train_batches=1.0"]
+    result, seconds = run_with_fault("FaultKillWorker", 1, mnist_root, tmp_path, *more)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert seconds < 30, f"{seconds:.1f} s from the fault to the end of the job"
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    died = [line for line in errors if line.startswith("error: a DataLoader worker process died, ")]
+    assert len(died) == 1 and "; resume with: python -m app fit " in died[0], result.stderr[-3000:]
+    # Rank 0 only lost its peer, and says no more than that.
+    lost = "error: another process of this job failed (its error is above); this one stopped too"
+    assert sorted(errors) == sorted([*died, lost]), errors
+
+
 @pytest.mark.parametrize("rank", [1, 0])
 def test_a_rank_that_hangs_ends_the_job_within_the_collective_timeout(rank, mnist_root, tmp_path):
     # The same rank starts slower than the timeout, as ranks do (Lightning starts rank 1 once rank 0
