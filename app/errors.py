@@ -43,8 +43,6 @@ def raised_in(err: BaseException, *folders: str) -> bool:
     if not isinstance(err, RuntimeError) or err.__traceback__ is None:
         return False
     innermost = traceback.extract_tb(err.__traceback__)[-1]
-    # A loader's own "too many open files" comes from an EMFILE, and is not a worker gone; a worker killed
-    # while it sent a batch leaves a reset connection there, which is.
-    context = err.__context__
-    too_many_files = isinstance(context, OSError) and context.errno == errno.EMFILE
-    return innermost.filename.startswith(folders) and not too_many_files
+    # A loader's "too many open files" (EMFILE) is no worker gone; a reset connection (killed mid-send) is.
+    emfile = isinstance(err.__context__, OSError) and err.__context__.errno == errno.EMFILE
+    return innermost.filename.startswith(folders) and not emfile

@@ -42,11 +42,10 @@ class RunConfig(SaveConfigCallback):
             self.config[key] = value
         if self.save_to_log_dir and not self.already_saved:
             # Lightning's own save writes over the file in place: a full disk would leave half of it.
-            log_dir = trainer.log_dir  # a broadcast: every rank asks
+            path = Path(trainer.log_dir, self.config_filename)  # log_dir is a broadcast: every rank asks
             if trainer.is_global_zero:
                 body = self.parser.dump(self.config, skip_none=False).encode()
-                then = "or pass another --trainer.default_root_dir"
-                write_whole(Path(log_dir, self.config_filename), body, then)
+                write_whole(path, body, "or pass another --trainer.default_root_dir")
             self.save_to_log_dir = False
         super().setup(trainer, pl_module, stage)
 
