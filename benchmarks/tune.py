@@ -152,12 +152,13 @@ def startup(args: argparse.Namespace) -> None:
 def pruning(args: argparse.Namespace) -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        tmp = args.work or tmp
         for arm, extra in (
             ("successive halving (the space's hyperband)", []),
             ("no pruner", ["--tune.pruner=optuna.pruners.NopPruner"]),
         ):
             folder = Path(tmp) / str(len(rows))
-            folder.mkdir()
+            folder.mkdir(parents=True)
             spent = seconds(
                 [
                     sys.executable,
@@ -178,7 +179,7 @@ def pruning(args: argparse.Namespace) -> None:
             rows.append(
                 f"| {arm} | {args.trials} trials | {epochs} epochs | val/acc {best:.4f} | {spent:.0f} s |"
             )
-    print("\n".join(rows))
+            print(rows[-1], flush=True)
 
 
 def main() -> None:
@@ -191,6 +192,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--limit", type=float, default=1.0, help="--trainer.limit_train_batches")
+    parser.add_argument("--work", help="pruning: a folder to keep the studies in (default: temporary)")
     args = parser.parse_args()
     globals()[args.what](args)
 
