@@ -20,6 +20,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from PIL import Image
 
 from data.contract import card, provided
+from data.files import FULL
 from data.streaming.store import FORMAT, SIDE_FILE, VERSION, Location, require_litdata
 from data.vision import DataError
 
@@ -91,6 +92,28 @@ def splits(datamodule: Any) -> dict[str, Any]:
     return found
 
 
+def needed(found: dict[str, list[tuple[int, int, str | np.ndarray]]]) -> int:
+    """Bytes the splits' images take as they are (files on disk, else raw pixels): shards' size, about."""
+    return sum(os.path.getsize(x) if isinstance(x, str) else x.nbytes for s in found.values() for *_, x in s)
+
+
+def no_room(folder: str, found: dict[str, list[tuple[int, int, str | np.ndarray]]]) -> str | None:
+    """Why ``folder`` has no room for another chunk (``strerror``), else None: found by writing one."""
+    # LitData's writer processes report what stopped them only as text: ask the disk itself, before the
+    # partial shards are removed, with a file of up to one default chunk (64 MB).
+    probe = Path(folder) / f".room.{os.getpid()}"
+    try:
+        with open(probe, "wb") as f:
+            f.write(bytes(min(needed(found), 64 << 20)))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as err:
+        return err.strerror if err.errno in FULL else None
+    finally:
+        probe.unlink(missing_ok=True)
+    return None
+
+
 def shard(
     datamodule: Any,
     output: str,
@@ -147,8 +170,16 @@ def shard(
                 start_method="fork",
             )
         target.write_json(SIDE_FILE, side)
-    except BaseException:
+    except BaseException as err:
+        full = isinstance(err, Exception) and not target.remote and no_room(target.url, found)
         target.remove()  # nothing half-written: a reader finds shards with their side file, or nothing
+        if full:
+            # Its frames go now, and with them LitData's progress bar, whose last line would follow ours.
+            err.__traceback__ = None
+            raise DataError(
+                f"no room for the shards in {output} ({full}): they need about {needed(found):,} bytes; free "
+                "that much there, or pass another --output, and run shard again"
+            ) from None
         raise
     rank_zero_info(f"shard: wrote {sum(side['splits'].values())} images to {output}")
     return output
