@@ -36,8 +36,7 @@ class CLI(LightningCLI):
     """``python -m app fit|validate|test|predict|export``; defaults in ``configs/defaults.yaml``."""
 
     def __init__(self, *args, **kwargs) -> None:
-        # LightningCLI parses, builds and runs the subcommand in its constructor: what follows a
-        # failure or a stop is done here.
+        # LightningCLI parses, builds and runs in its constructor: failures and stops are handled here.
         try:
             super().__init__(*args, **kwargs)
         except BaseException as err:
@@ -155,9 +154,8 @@ class CLI(LightningCLI):
             while isinstance(err.__cause__, ValueError):
                 err = err.__cause__
             raise UsageError(str(err)) from err
-        # The data gets the resize, crop and normalization of the network's pretrained weights, known once
-        # it is built (after the data, which feeds it its sizes: no link can carry them). ``--data.mean/std``
-        # given win (ImageFolderDataModule.follow_weights).
+        # The data gets the resize, crop and normalization of the pretrained weights, known once the network
+        # is built, after the data (no link can carry them); --data.mean/std given win (follow_weights).
         weights = getattr(getattr(self.model, "net", None), "preprocessing", lambda: None)()
         if weights is not None and hasattr(self.datamodule, "follow_weights"):
             self.datamodule.follow_weights(weights.resize_size, weights.crop_size, weights.mean, weights.std)
@@ -205,8 +203,7 @@ class CLI(LightningCLI):
         if self.tests_after_fit:
             # Not setup("test"): a split that prepare_data has yet to download is not there now.
             provided(self.datamodule, "check_test_split", lambda: None)()
-        # Settle the loggers' folders in this process: under ddp_spawn each launch (fit, then test)
-        # would otherwise pick its own.
+        # Settle the loggers' folders here: under ddp_spawn each launch (fit, then test) would pick its own.
         for logger in self.trainer.loggers:
             _ = logger.version
         trainer, model = self.trainer, self.model

@@ -23,6 +23,7 @@ class LastCheckpoint(Callback):
 
     Saved every ``every_n_steps`` steps, at each epoch end, and when a SIGTERM to any rank stops them
     all at one step end (a first Ctrl-C during fit counts as one); not on other exceptions (a NaN loss).
+    The step that ends an epoch saves, or stops, at that epoch's end, after its validation.
     Every checkpoint carries all ranks' random states, put back on resume (Lightning's ``save_last``
     saves only beside a best-k checkpoint, without them).
 
@@ -46,7 +47,13 @@ class LastCheckpoint(Callback):
         trainer.save_checkpoint(last_of(trainer.default_root_dir), weights_only=False)
         self.saved_at = trainer.global_step
 
-    def on_train_batch_end(self, trainer: Trainer, *_) -> None:
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if batch_idx + 1 >= trainer.num_training_batches:
+            # Left to the epoch's end: Lightning resumes a checkpoint of an epoch's last batch into an epoch
+            # it does not count, and a second resume trains it again (pytorch-lightning issue 19815).
+            return
         if self.every_n_steps > 0 and trainer.global_step % self.every_n_steps == 0:
             self.save(trainer)
         self._stop_if_asked(trainer)

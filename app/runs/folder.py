@@ -153,11 +153,8 @@ def resolve(config) -> Run:
 
 
 def configure_loggers(logger_config: object, run: Path) -> None:
-    """Make every logger of ``logger_config`` (the parsed ``trainer.logger``) write into ``run``, in place.
-
-    One that nests its files as ``save_dir/name/version`` (defines ``root_dir``: Lightning's CSV and
-    TensorBoard loggers) writes them into ``run`` itself.
-    """
+    """Make every logger of ``logger_config`` (the parsed ``trainer.logger``) write into ``run``, in place;
+    one that nests ``save_dir/name/version`` (Lightning's CSV, TensorBoard) writes into ``run`` itself."""
     for logger in logger_config if isinstance(logger_config, list) else [logger_config]:
         if not (isinstance(logger, Namespace) and logger.get("class_path")):
             continue  # True, False or None: Lightning's default logger, or none

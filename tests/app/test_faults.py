@@ -222,3 +222,24 @@ def test_a_stop_after_the_last_batch_of_an_epoch_resumes_at_the_next_one(step, t
     ends = [load_probe(folder / "probe", "end", 0) for folder in (whole, cut)]
     assert ends[0]["global_step"] == ends[1]["global_step"] == 16
     assert max_difference(ends[0]["weights"], ends[1]["weights"]) == 0
+
+
+def test_two_stops_at_epoch_ends_in_a_row_train_each_epoch_once(tmp_path):
+    """Stopped after the last batch of epoch 0, resumed, stopped after the last batch of epoch 1, resumed:
+    3 epochs of 8 steps end at step 24 with an uninterrupted run's weights (the soak test found epoch 1
+    trained twice: Lightning resumes a checkpoint taken at an epoch's last batch end into an epoch it does
+    not count)."""
+    root = write_image_folder(tmp_path / "images", per_class=12)
+    args = [*IMAGE_FOLDER, f"--data.root={root}", "--data.num_workers=1", "--test_after_fit=false"]
+    args += ["--trainer.limit_train_batches=1.0", "--trainer.max_epochs=3"]
+    args.append("--last_checkpoint.every_n_steps=2")
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    check(run_app("fit", *args, probe(whole / "probe"), cwd=whole))
+    for step in (8, 16):
+        stop = callback("helpers.stops.SigtermAt", step=step)
+        stopped = run_process("fit", *args, stop, "--ckpt_path=last", cwd=cut)
+        assert stopped.returncode == 143, stopped.stderr[-3000:]
+    check(run_process("fit", *args, probe(cut / "probe"), "--ckpt_path=last", cwd=cut))
+    ends = [load_probe(folder / "probe", "end", 0) for folder in (whole, cut)]
+    assert ends[0]["global_step"] == ends[1]["global_step"] == 24
+    assert max_difference(ends[0]["weights"], ends[1]["weights"]) == 0
