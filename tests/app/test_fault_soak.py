@@ -40,9 +40,6 @@ KINDS = ["worker killed", "SIGTERM", "SIGKILL", "disk full"]
 SECONDS_PER_STEP = 0.1
 
 
-# Known to fail (issue 44): its second run ended at step 325, not 320, one resumed epoch training 12
-# batches of 8; the cause is not found yet. strict: the day it passes, this mark must go.
-@pytest.mark.xfail(strict=True, reason="a resumed epoch can train more batches than it has (issue 44)")
 def test_thirty_random_faults_over_one_fit_end_with_the_uninterrupted_weights(tmp_path):
     root = write_image_folder(tmp_path / "images", per_class=12)  # 8 steps an epoch
     started = tmp_path / "started"
