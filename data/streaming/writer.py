@@ -97,14 +97,14 @@ def needed(found: dict[str, list[tuple[int, int, str | np.ndarray]]]) -> int:
     return sum(os.path.getsize(x) if isinstance(x, str) else x.nbytes for s in found.values() for *_, x in s)
 
 
-def no_room(folder: str, found: dict[str, list[tuple[int, int, str | np.ndarray]]]) -> str | None:
-    """Why ``folder`` has no room for another chunk (``strerror``), else None: found by writing one."""
+def no_room(folder: str, size: int) -> str | None:
+    """Why ``folder`` has no room for ``size`` bytes, at most a chunk (``strerror``), else None."""
     # LitData's writer processes report what stopped them only as text: ask the disk itself, before the
     # partial shards are removed, with a file of up to one default chunk (64 MB).
     probe = Path(folder) / f".room.{os.getpid()}"
     try:
         with open(probe, "wb") as f:
-            f.write(bytes(min(needed(found), 64 << 20)))
+            f.write(bytes(min(size, 64 << 20)))
             f.flush()
             os.fsync(f.fileno())
     except OSError as err:
@@ -171,13 +171,15 @@ def shard(
             )
         target.write_json(SIDE_FILE, side)
     except BaseException as err:
-        full = isinstance(err, Exception) and not target.remote and no_room(target.url, found)
+        local = isinstance(err, Exception) and not target.remote
+        size = needed(found) if local else 0
+        full = local and no_room(target.url, size)
         target.remove()  # nothing half-written: a reader finds shards with their side file, or nothing
         if full:
             # Its frames go now, and with them LitData's progress bar, whose last line would follow ours.
             err.__traceback__ = None
             raise DataError(
-                f"no room for the shards in {output} ({full}): they need about {needed(found):,} bytes; free "
+                f"no room for the shards in {output} ({full}): they need about {size:,} bytes; free "
                 "that much there, or pass another --output, and run shard again"
             ) from None
         raise
