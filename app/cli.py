@@ -19,7 +19,7 @@ from app import process
 from app.callbacks.last_checkpoint import LastCheckpoint
 from app.callbacks.nan_stop import StopOnNonFiniteLoss
 from app.distributed.preemption import stopped
-from app.errors import DISTRIBUTED, LOADERS, USER_ERRORS, UsageError, fail, raised_in
+from app.errors import LOADERS, USER_ERRORS, UsageError, fail, in_collective, raised_in
 from app.parser import Parser, one_line
 from app.runs import folder
 from app.runs.checkpoints import check_checkpoint, check_fits, data_card, last_of
@@ -263,10 +263,15 @@ def main(args: list[str] | None = None) -> None:
                 "(dmesg says): pass a smaller --data.num_workers (or --data.batch_size); "
                 f"{resume_with(given)}"
             )
-        if not raised_in(err, DISTRIBUTED):
+        if not in_collective(err):
             raise
-        # The process that failed first printed why; this one only lost its peer.
-        fail("another process of this job failed (its error is above); this one stopped too")
+        # Most often the process that failed first printed why and this one lost it; a mistake in a
+        # collective raises alike, so torch's own line goes with ours.
+        reason = str(err).strip().partition("\n")[0]
+        fail(
+            f"this process stopped in a step it shares with the job's other processes ({reason}); "
+            "where another process printed an error, that is the cause"
+        )
     finally:
         folder.unlock()
 

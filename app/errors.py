@@ -23,10 +23,11 @@ class UsageError(Exception):
 # DataError and ModelError are data/'s and models/' own (neither imports app/).
 USER_ERRORS = (UsageError, DataError, ModelError)
 
-# Where torch raises a RuntimeError of no type of its own for a fault: torch.distributed's code, for a
-# collective whose peer died; the DataLoaders' (torch's for evaluation, torchdata's stateful one for
-# training), for a worker process gone.
+# Where torch raises a RuntimeError of no type of its own for a fault: torch.distributed's code and, in a
+# job of several processes, DDP's and autograd's (DDP's collectives), for a peer gone; the DataLoaders'
+# (torch's for evaluation, torchdata's stateful one for training), for a worker process gone.
 DISTRIBUTED = str(Path(torch.distributed.__file__).parent) + os.sep
+DDP_STEP = tuple(str(Path(p.__file__).parent) + os.sep for p in (torch.nn.parallel, torch.autograd))
 LOADERS = tuple(
     str(Path(p.__file__).parent) + os.sep for p in (torch.utils.data, torchdata.stateful_dataloader)
 )
@@ -46,3 +47,9 @@ def raised_in(err: BaseException, *folders: str) -> bool:
     # A loader's "too many open files" (EMFILE) is no worker gone; a reset connection (killed mid-send) is.
     emfile = isinstance(err.__context__, OSError) and err.__context__.errno == errno.EMFILE
     return innermost.filename.startswith(folders) and not emfile
+
+
+def in_collective(err: BaseException) -> bool:
+    """Whether ``err`` was raised where the processes of a job wait on each other."""
+    several = torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
+    return raised_in(err, DISTRIBUTED) or (several and raised_in(err, *DDP_STEP))

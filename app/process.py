@@ -5,13 +5,16 @@ import importlib
 import os
 import sys
 
+from app.errors import LOADERS, raised_in
+
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 USER_SETTINGS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "LD_PRELOAD")
 
 
 def prepare() -> None:
-    """Tune the allocator and register ``--trainer.strategy dp``."""
+    """Tune the allocator, quiet a dead loader worker's echoes, and register ``--trainer.strategy dp``."""
     keep_freed_memory()
+    sys.unraisablehook = quiet_dead_workers
     importlib.import_module("app.dp").register()  # optional part: app/dp/
 
 
@@ -28,3 +31,13 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError):  # not glibc (musl, ...)
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, 32 << 20)) and bool(mallopt(M_TRIM_THRESHOLD, 1 << 30))
+
+
+def quiet_dead_workers(unraisable) -> None:
+    """Print what ``__del__`` raised, unless it is a loader's worker gone: its line is the CLI's.
+
+    torch's SIGCHLD handler raises again wherever the process is while a dead worker stays registered,
+    a loader's ``__del__`` included, and Python prints that with a traceback.
+    """
+    if not raised_in(unraisable.exc_value, *LOADERS):
+        sys.__unraisablehook__(unraisable)

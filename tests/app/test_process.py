@@ -1,6 +1,9 @@
 """Importing the app changes nothing in the process; the CLI tunes glibc's malloc when it starts."""
 
-from helpers.page_faults import STEPS, run_python
+import subprocess
+import sys
+
+from helpers.page_faults import ROOT, STEPS, run_python
 
 from app.process import keep_freed_memory
 
@@ -25,7 +28,8 @@ def state():
     signals = {s: signal.getsignal(s) for s in valid}
     known = logging.root.manager.loggerDict.items()
     loggers = {n: list(l.filters) for n, l in known if getattr(l, "filters", None)}
-    return atexit._ncallbacks(), signals, list(warnings.filters), loggers, sorted(StrategyRegistry)
+    hooks = atexit._ncallbacks(), sys.unraisablehook
+    return *hooks, signals, list(warnings.filters), loggers, sorted(StrategyRegistry)
 before = state()
 for package in ours:
     module = importlib.import_module(package)
@@ -33,7 +37,8 @@ for package in ours:
         if not info.name.endswith("__main__"):  # that one runs the CLI
             importlib.import_module(info.name)
 after = state()
-names = ["exit handlers", "signal handlers", "warnings filters", "log filters", "strategies"]
+names = ["exit handlers", "unraisable hook", "signal handlers", "warnings filters", "log filters"]
+names.append("strategies")
 print([name for name, a, b in zip(names, before, after) if a != b])
 """
 
@@ -56,3 +61,33 @@ def test_the_cli_keeps_freed_memory_for_the_next_step():
 def test_the_users_allocator_settings_are_left_alone(monkeypatch):
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "1000000")
     assert keep_freed_memory() is False
+
+
+# A loader whose worker dies, iterated in a __del__: what raises there, Python prints as "Exception ignored".
+DEAD_WORKER_IN_DEL = """
+import os, sys, torch.utils.data
+class Dies(torch.utils.data.Dataset):
+    def __len__(self):
+        return 1
+    def __getitem__(self, i):
+        os._exit(1)
+class Holder:
+    def __del__(self):
+        next(iter(torch.utils.data.DataLoader(Dies(), num_workers=1)))
+class Other:
+    def __del__(self):
+        raise RuntimeError("a bug of ours")
+if sys.argv[1] == "cli":
+    import app.process; app.process.prepare()
+Holder(); Other()
+"""
+
+
+def test_the_cli_prints_no_traceback_for_a_dead_workers_echo_and_still_prints_others():
+    def stderr(mode: str) -> str:
+        run = [sys.executable, "-c", DEAD_WORKER_IN_DEL, mode]
+        return subprocess.run(run, cwd=ROOT, capture_output=True, text=True, check=True).stderr
+
+    plain, cli = stderr("plain"), stderr("cli")
+    assert plain.count("Exception ignored") == 2 and "DataLoader worker" in plain, plain
+    assert cli.count("Exception ignored") == 1 and "a bug of ours" in cli and "DataLoader" not in cli, cli

@@ -54,6 +54,17 @@ class FaultKill(Fault):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+class FaultKillInForward(FaultKill):
+    """FaultKill once the rank's forward is done: the other ranks' next collective is DDP's gradient
+    all-reduce, inside their backward."""
+
+    def on_train_batch_start(self, *args) -> None:
+        pass
+
+    def on_before_backward(self, trainer: Trainer, pl_module: LightningModule, loss) -> None:
+        super().on_train_batch_start(trainer, pl_module, None, 0)
+
+
 class FaultKillWorker(Fault):
     """The rank's DataLoader workers (its child processes; not rank 0's, which has rank 1 among them) die
     at once, as under the kernel's out-of-memory killer."""
