@@ -1,15 +1,17 @@
 """The Trainer the CLI builds: Lightning's, with additions that show in ``--print_config``."""
 
+import importlib
 from typing import Any
 
 import lightning
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveInt
 from lightning import LightningDataModule, LightningModule
+from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import ModelCheckpoint, ModelSummary, ProgressBar
+from lightning.pytorch.plugins.layer_sync import LayerSync
 
 from app.callbacks.last_checkpoint import LastCheckpoint
 from app.distributed.preemption import forwarded_to_ranks
-from app.distributed.sync_batchnorm import SyncBatchNormPlugin
 
 
 class Trainer(lightning.Trainer):
@@ -53,9 +55,11 @@ class Trainer(lightning.Trainer):
         off += [ModelCheckpoint, LastCheckpoint] if kwargs.get("enable_checkpointing") is False else []
         if off and "callbacks" in kwargs:
             kwargs["callbacks"] = [c for c in _as_list(kwargs["callbacks"]) if not isinstance(c, tuple(off))]
+        plugins = [*_as_list(kwargs.get("plugins"))]
         if sync_batchnorm:
-            # Lightning's own layer sync is torch's SyncBatchNorm, which refuses CPU tensors.
-            kwargs["plugins"] = [*_as_list(kwargs.get("plugins")), SyncBatchNormPlugin()]
+            # Lightning's layer sync is torch's SyncBatchNorm, refusing CPU tensors; an optional part.
+            plugins.append(importlib.import_module("app.sync_batchnorm").SyncBatchNormPlugin())
+            kwargs["plugins"] = plugins
         self.collective_timeout, self.sync_batchnorm = collective_timeout, sync_batchnorm
         super().__init__(
             *args,
@@ -70,6 +74,13 @@ class Trainer(lightning.Trainer):
         check_flags = getattr(self.strategy, "check_flags", None)
         if check_flags is not None:
             check_flags(self)
+        unsynced = sync_batchnorm and not any(isinstance(plugin, LayerSync) for plugin in plugins)
+        if unsynced and isinstance(self.accelerator, CPUAccelerator):
+            raise ValueError(
+                "--trainer.sync_batchnorm on CPU needs the template's SyncBatchNorm part "
+                "(app/sync_batchnorm/), which this project was made without: add it back with copier "
+                "update, or drop the flag"
+            )
 
     def fit(self, *args: Any, **kwargs: Any) -> None:
         with forwarded_to_ranks(self):  # a SIGTERM to a ddp_spawn launcher reaches its ranks

@@ -11,7 +11,8 @@ import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("pictures", "dp", "export", "tune", "ema", "per_class")  # app/'s optional part folders
+# app/'s optional part folders.
+PARTS = ("pictures", "dp", "export", "tune", "ema", "per_class", "sync_batchnorm")
 
 
 def code_lines(source: str) -> int:

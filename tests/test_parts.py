@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import ROOT
-from helpers.tree import check_it_runs, new_project, parts, template_repository
+from helpers.tree import check_it_runs, new_project, parts, python_in, template_repository
 
 PARTS = parts()
 
@@ -52,3 +52,14 @@ def test_a_project_without_each_part_runs(part, template, mnist_root, tmp_path):
     code = [f for folder in ("app", "models", "data", "benchmarks") for f in (project / folder).rglob("*.py")]
     assert not [str(f) for f in code if imports.search(f.read_text())]
     check_it_runs(project, mnist_root)
+
+
+def test_without_the_syncbatchnorm_part_its_flag_on_cpu_is_one_line(template, mnist_root, tmp_path):
+    kept = [p for p in PARTS if p != "SyncBatchNorm on CPU"]
+    project = new_project(template, tmp_path / "project", parts=kept)
+    ddp = ["--config=configs/ddp.yaml", "--trainer.accelerator=cpu", "--trainer.devices=2"]
+    result = python_in(project, "-m", "app", "fit", *ddp, f"--data.root={mnist_root}")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert line.startswith("error: --trainer.sync_batchnorm on CPU needs the template's SyncBatchNorm part")
+    assert not list(project.glob("runs/*/version_*")), "the refused run left a folder"

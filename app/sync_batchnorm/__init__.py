@@ -1,4 +1,7 @@
-"""Synchronized BatchNorm that also works on CPU (gloo), and the Lightning plugin that installs it."""
+"""Synchronized BatchNorm that also works on CPU (gloo), and the plugin ``--trainer.sync_batchnorm`` installs.
+
+An optional part: without it, Lightning's own (torch's ``SyncBatchNorm``, CUDA only) is used.
+"""
 
 import warnings
 from collections.abc import Callable
