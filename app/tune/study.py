@@ -7,6 +7,7 @@ whichever process sees it first (the storage lets only one) and queued again wit
 resume from its ``last.ckpt``.
 """
 
+import random
 import socket
 import threading
 import time
@@ -17,6 +18,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from app.errors import UsageError
 from app.tune.report import alive
@@ -42,7 +44,7 @@ def open_storage(url: str | None, folder: Path, timeout: float = 10) -> BaseStor
         return JournalStorage(JournalFileBackend(str(path)))
     options = {"connect_args": {"connect_timeout": int(timeout)}} if url.startswith("postgres") else {}
     try:
-        return RDBStorage(url, engine_kwargs=options)
+        return created(url, options)
     except ImportError:
         raise UsageError(
             f"--tune.storage {url.split(':', 1)[0]}://...: its database driver is not installed; "
@@ -51,6 +53,20 @@ def open_storage(url: str | None, folder: Path, timeout: float = 10) -> BaseStor
     except Exception as err:  # SQLAlchemy's errors: a refused, unknown or unreachable server
         reason = " ".join(str(getattr(err, "orig", None) or err).split())
         raise UsageError(f"--tune.storage {hidden(url)}: cannot open it ({reason[:300]})") from None
+
+
+def created(url: str, options: dict) -> RDBStorage:
+    """``RDBStorage(url)``, tried again where other processes were creating a new database's tables too.
+
+    Each creates the tables it finds missing, and in PostgreSQL those at the same time collide (optuna
+    issue 1092): the first made them, so the others' next try finds them.
+    """
+    for wait in (1.0, 2.0, 4.0):
+        try:
+            return RDBStorage(url, engine_kwargs=options)
+        except (IntegrityError, ProgrammingError):
+            time.sleep(wait * (1 + random.random()))
+    return RDBStorage(url, engine_kwargs=options)
 
 
 def hidden(url: str) -> str:

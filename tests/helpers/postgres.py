@@ -86,6 +86,22 @@ class PostgresServer:
                 raise RuntimeError(f"PostgreSQL did not start: {(self.folder / 'server.log').read_text()}")
             time.sleep(0.2)
 
+    def new_database(self, name: str) -> str:
+        """A new, empty database on this server; its URL."""
+        command = [
+            str(binaries() / "psql"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-U",
+            "tune",
+            "-d",
+            "postgres",
+        ]
+        subprocess.run([*command, "-c", f"CREATE DATABASE {name}"], check=True, capture_output=True)
+        return f"postgresql://tune@127.0.0.1:{self.port}/{name}"
+
     def stop(self) -> None:
         self.process.terminate()
         try:
