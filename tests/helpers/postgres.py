@@ -63,22 +63,7 @@ class PostgresServer:
         self.url = f"postgresql://tune@127.0.0.1:{self.port}/tune"
         deadline = time.monotonic() + timeout
         while True:
-            ready = subprocess.run(
-                [
-                    str(bin / "psql"),
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    str(self.port),
-                    "-U",
-                    "tune",
-                    "-d",
-                    "postgres",
-                    "-c",
-                    "CREATE DATABASE tune",
-                ],
-                capture_output=True,
-            )
+            ready = self.psql("CREATE DATABASE tune")
             if ready.returncode == 0:
                 break
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -86,20 +71,14 @@ class PostgresServer:
                 raise RuntimeError(f"PostgreSQL did not start: {(self.folder / 'server.log').read_text()}")
             time.sleep(0.2)
 
+    def psql(self, sql: str) -> subprocess.CompletedProcess:
+        """``sql`` run by ``psql`` in this server's ``postgres`` database."""
+        server = ["-h", "127.0.0.1", "-p", str(self.port), "-U", "tune", "-d", "postgres"]
+        return subprocess.run([str(binaries() / "psql"), *server, "-c", sql], capture_output=True)
+
     def new_database(self, name: str) -> str:
         """A new, empty database on this server; its URL."""
-        command = [
-            str(binaries() / "psql"),
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(self.port),
-            "-U",
-            "tune",
-            "-d",
-            "postgres",
-        ]
-        subprocess.run([*command, "-c", f"CREATE DATABASE {name}"], check=True, capture_output=True)
+        self.psql(f"CREATE DATABASE {name}").check_returncode()
         return f"postgresql://tune@127.0.0.1:{self.port}/{name}"
 
     def stop(self) -> None:
