@@ -37,8 +37,9 @@ for package in ours:
         if not info.name.endswith("__main__"):  # that one runs the CLI
             importlib.import_module(info.name)
 after = state()
-names = ["exit handlers", "unraisable hook", "signal handlers", "warnings filters", "log filters"]
-names.append("strategies")
+names = [
+    "exit handlers", "unraisable hook", "signal handlers", "warnings filters", "log filters", "strategies"
+]
 print([name for name, a, b in zip(names, before, after) if a != b])
 """
 

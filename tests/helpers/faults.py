@@ -31,6 +31,10 @@ class Fault(Callback):
             time.sleep(self.slow_start)
 
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx) -> None:
+        self.strike_if_due(trainer)
+
+    def strike_if_due(self, trainer: Trainer) -> None:
+        """:meth:`strike`, on rank ``rank`` at step ``step``, after writing the time stamp."""
         if trainer.global_rank == self.rank and trainer.global_step == self.step:
             self.folder.mkdir(parents=True, exist_ok=True)
             (self.folder / f"fault-rank{self.rank}").write_text(repr(time.time()))
@@ -54,15 +58,15 @@ class FaultKill(Fault):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-class FaultKillInForward(FaultKill):
+class FaultKillAfterForward(FaultKill):
     """FaultKill once the rank's forward is done: the other ranks' next collective is DDP's gradient
     all-reduce, inside their backward."""
 
     def on_train_batch_start(self, *args) -> None:
-        pass
+        pass  # not at the step's start: after its forward
 
     def on_before_backward(self, trainer: Trainer, pl_module: LightningModule, loss) -> None:
-        super().on_train_batch_start(trainer, pl_module, None, 0)
+        self.strike_if_due(trainer)
 
 
 class FaultKillWorker(Fault):

@@ -83,7 +83,7 @@ def test_a_rank_killed_after_its_forward_leaves_the_others_one_line_from_backwar
     """Rank 0 waits in DDP's gradient all-reduce, in backward, when rank 1 dies: one line, its peer lost."""
     # No log step at step 2: the NaN check's collective, before backward, would come first.
     result, seconds = run_with_fault(
-        "FaultKillInForward", 1, mnist_root, tmp_path, "--trainer.log_every_n_steps=50"
+        "FaultKillAfterForward", 1, mnist_root, tmp_path, "--trainer.log_every_n_steps=50"
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert seconds < 30, f"{seconds:.1f} s from the fault to the end of the job"

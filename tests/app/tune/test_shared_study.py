@@ -172,9 +172,9 @@ def test_a_trial_whose_machine_went_silent_is_taken_over(postgres, mnist_root, t
     assert "(resumes trial 0)" in result.stderr
 
 
-def test_tune_processes_that_open_a_new_database_at_once_all_open_it(postgres, tmp_path):
+def test_tune_processes_that_open_a_new_database_at_once_all_open_it(postgres):
     """Each creates its tables if missing, so several at once collide in PostgreSQL (optuna issue 1092)."""
-    url = postgres.new_database(f"at_once_{tmp_path.name.lower().replace('-', '_')}"[:60])
+    url = postgres.new_database("opened_at_once")
     opening = [sys.executable, "-c", f"from app.tune.study import open_storage; open_storage({url!r}, None)"]
     processes = [subprocess.Popen(opening, stderr=subprocess.PIPE, text=True) for _ in range(6)]
     errors = [p.communicate(timeout=120)[1] for p in processes]
