@@ -1,21 +1,28 @@
 """``python -m benchmarks.step_overhead``: what the loop around a training step costs, per step.
 
 A one-layer network at batch 8 on resident Fashion-MNIST: a few tens of microseconds of arithmetic,
-so the rest is the loop. Three rows, all timed in this one process (one torch thread, the CLI's
-allocator setting), over the steps after the first ``--warmup`` (start-up and the first steps excluded):
+so the rest is the loop. Each row runs in a process of its own (one torch thread, the CLI's allocator
+setting), timed over the steps after the first ``--warmup`` (start-up and the first steps excluded):
 
 - bare: a hand-written PyTorch loop;
 - lightning: Lightning's Trainer, logger, progress bar, checkpointing and summary off;
+- lightning, our model and data: the same Trainer fitting ``ImageClassifier`` on
+  ``FashionMNISTDataModule`` (the template's recipe and loader, no ``app/``);
+- template, features off: ``app.cli.main(["fit", ...])`` with the logger, progress bar, summary,
+  checkpoints and listed callbacks turned off by flags (what ``app/`` itself costs);
 - template: ``app.cli.main(["fit", ...])`` as users run it (default callbacks; W&B offline).
 
-Lightning's and the template's steps are timed by the same callback (:class:`StepClock`). Each round
-runs the three rows in turn; medians of ``--rounds`` rounds, each round's figures beside them.
+Steps are timed by one callback (:class:`StepClock`). A round runs the rows in turn; the medians of
+``--rounds`` rounds, each round's figures beside them. A process per row: W&B's threads and service,
+once started, would slow the rows after them.
 """
 
 import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -93,7 +100,7 @@ def bare(args: argparse.Namespace, resident: list) -> float:
 
 
 def lightning(args: argparse.Namespace, resident: list) -> float:
-    from lightning import LightningModule, Trainer
+    from lightning import LightningModule
 
     class Module(LightningModule):
         def __init__(self) -> None:
@@ -107,17 +114,39 @@ def lightning(args: argparse.Namespace, resident: list) -> float:
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-3)
 
+    # A list would be read as several loaders: a plain iterable of the same batches.
+    return lightning_fit(args, len(resident), Module(), train_dataloaders=Iterable(resident))
+
+
+def lightning_ours(args: argparse.Namespace, resident: list) -> float:
+    from functools import partial
+
+    from data import FashionMNISTDataModule
+    from models import ImageClassifier
+    from models.schedules import WarmupCosineLR
+
+    model = ImageClassifier(  # configs/defaults.yaml's recipe
+        OneLayer(),
+        optimizer=partial(torch.optim.SGD, lr=0.01, momentum=0.9, weight_decay=5e-3),
+        scheduler=partial(WarmupCosineLR, warmup_ratio=0.0, final_lr_ratio=0.1),
+    )
+    data = FashionMNISTDataModule(root=args.root, batch_size=args.batch_size)
+    return lightning_fit(args, len(resident), model, datamodule=data)
+
+
+def lightning_fit(args: argparse.Namespace, steps: int, model, **data) -> float:
+    from lightning import Trainer
+
     off = {"logger": False, "enable_progress_bar": False, "enable_checkpointing": False}
     trainer = Trainer(
         **off,
         enable_model_summary=False,
-        max_steps=len(resident),
+        max_steps=steps,
         accelerator="cpu",
         devices=1,
         callbacks=[StepClock(args.warmup)],
     )
-    # A list would be read as several loaders: a plain iterable of the same batches.
-    trainer.fit(Module(), train_dataloaders=Iterable(resident))
+    trainer.fit(model, **data)
     return MEASURED.pop()
 
 
@@ -134,27 +163,57 @@ class Iterable:
         return len(self.items)
 
 
-def template(args: argparse.Namespace, resident: list, folder: Path) -> float:
+def template(args: argparse.Namespace, resident: list, *flags: str) -> float:
     from app.cli import main
 
     clock = {"class_path": "benchmarks.step_overhead.StepClock", "init_args": {"warmup": args.warmup}}
-    main(
-        [
-            "fit",
-            f"--config={ROOT / 'configs' / 'fashion_mnist.yaml'}",
-            f"--data.root={args.root}",
-            "--model.net=benchmarks.step_overhead.OneLayer",
-            f"--data.batch_size={args.batch_size}",
-            f"--trainer.max_steps={len(resident)}",
-            "--test_after_fit=false",
-            f"--trainer.default_root_dir={folder}",
-            f"--trainer.callbacks+={json.dumps(clock)}",
-        ]
-    )
+    with tempfile.TemporaryDirectory() as folder:
+        main(
+            [
+                "fit",
+                f"--config={ROOT / 'configs' / 'fashion_mnist.yaml'}",
+                f"--data.root={args.root}",
+                "--model.net=benchmarks.step_overhead.OneLayer",
+                f"--data.batch_size={args.batch_size}",
+                f"--trainer.max_steps={len(resident)}",
+                "--test_after_fit=false",
+                f"--trainer.default_root_dir={folder}",
+                f"--trainer.callbacks+={json.dumps(clock)}",
+                *flags,
+            ]
+        )
     # The class the config names is this module's imported copy (not __main__'s): its list.
     from benchmarks.step_overhead import MEASURED as measured
 
     return measured.pop()
+
+
+def template_off(args: argparse.Namespace, resident: list) -> float:
+    off = ["logger", "enable_progress_bar", "enable_model_summary", "enable_checkpointing"]
+    clock = {"class_path": "benchmarks.step_overhead.StepClock", "init_args": {"warmup": args.warmup}}
+    only_clock = f"--trainer.callbacks={json.dumps([clock])}"
+    return template(args, resident, only_clock, *(f"--trainer.{flag}=false" for flag in off))
+
+
+ROWS = {
+    "bare": bare,
+    "lightning": lightning,
+    "lightning, our model and data": lightning_ours,
+    "template, features off": template_off,
+    "template": template,
+}
+
+
+def run_row(args: argparse.Namespace) -> None:
+    """This process times one row; its µs per step is its last line."""
+    from app.process import keep_freed_memory
+
+    keep_freed_memory()  # the CLI's allocator setting, for every row
+    torch.set_num_threads(1)
+    os.environ.setdefault("WANDB_MODE", "offline")
+    os.environ.setdefault("WANDB_SILENT", "true")
+    resident = list(batches(args.root, args.batch_size, args.steps))
+    print(f"{ROWS[args.row](args, resident):.1f}")
 
 
 def main() -> None:
@@ -165,23 +224,21 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3000, help="steps a row runs, warm-up included")
     parser.add_argument("--warmup", type=int, default=100, help="first steps, not timed")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--row", choices=ROWS, help=argparse.SUPPRESS)  # one row, in this process
     args = parser.parse_args()
-    from app.process import keep_freed_memory
-
-    keep_freed_memory()  # the CLI's allocator setting, for every row
-    torch.set_num_threads(1)
-    os.environ.setdefault("WANDB_MODE", "offline")
-    os.environ.setdefault("WANDB_SILENT", "true")
-    resident = list(batches(args.root, args.batch_size, args.steps))
-    rows: dict[str, list[float]] = {"bare": [], "lightning": [], "template": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        for i in range(args.rounds):
-            rows["bare"].append(bare(args, resident))
-            rows["lightning"].append(lightning(args, resident))
-            rows["template"].append(template(args, resident, Path(tmp) / str(i)))
+    if args.row:
+        return run_row(args)
+    rows: dict[str, list[float]] = {row: [] for row in ROWS}
+    for _ in range(args.rounds):
+        for row in ROWS:
+            command = [sys.executable, "-m", "benchmarks.step_overhead", *sys.argv[1:], "--row", row]
+            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+            if done.returncode:
+                sys.exit(f"row {row!r} failed:\n{done.stderr[-3000:]}")
+            rows[row].append(float(done.stdout.split()[-1]))
     per_step = {row: statistics.median(values) for row, values in rows.items()}
     print(f"torch {torch.__version__}, 1 thread, batch {args.batch_size}, {args.steps} steps (first ", end="")
-    print(f"{args.warmup} untimed), in-process, median of {args.rounds} interleaved rounds\n")
+    print(f"{args.warmup} untimed), a process per row, median of {args.rounds} interleaved rounds\n")
     print("| row | µs per step | over bare | over lightning | / lightning | each round |")
     print("|---|---|---|---|---|---|")
     for row, value in per_step.items():
