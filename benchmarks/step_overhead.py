@@ -13,8 +13,8 @@ setting), timed over the steps after the first ``--warmup`` (start-up and the fi
 - template: ``app.cli.main(["fit", ...])`` as users run it (default callbacks; W&B offline).
 
 Steps are timed by one callback (:class:`StepClock`). A round runs the rows in turn; the medians of
-``--rounds`` rounds, each round's figures beside them. A process per row: W&B's threads and service,
-once started, would slow the rows after them.
+``--rounds`` rounds, each round's figures beside them. A process per row: in one process, a row's
+figure depended on the template rows run before it (what they leave running stays).
 """
 
 import argparse
