@@ -163,10 +163,15 @@ class Iterable:
         return len(self.items)
 
 
+def clock(args: argparse.Namespace) -> str:
+    """:class:`StepClock` as a config gives it."""
+    config = {"class_path": "benchmarks.step_overhead.StepClock", "init_args": {"warmup": args.warmup}}
+    return json.dumps(config)
+
+
 def template(args: argparse.Namespace, resident: list, *flags: str) -> float:
     from app.cli import main
 
-    clock = {"class_path": "benchmarks.step_overhead.StepClock", "init_args": {"warmup": args.warmup}}
     with tempfile.TemporaryDirectory() as folder:
         main(
             [
@@ -178,7 +183,7 @@ def template(args: argparse.Namespace, resident: list, *flags: str) -> float:
                 f"--trainer.max_steps={len(resident)}",
                 "--test_after_fit=false",
                 f"--trainer.default_root_dir={folder}",
-                f"--trainer.callbacks+={json.dumps(clock)}",
+                f"--trainer.callbacks+={clock(args)}",
                 *flags,
             ]
         )
@@ -190,8 +195,7 @@ def template(args: argparse.Namespace, resident: list, *flags: str) -> float:
 
 def template_off(args: argparse.Namespace, resident: list) -> float:
     off = ["logger", "enable_progress_bar", "enable_model_summary", "enable_checkpointing"]
-    clock = {"class_path": "benchmarks.step_overhead.StepClock", "init_args": {"warmup": args.warmup}}
-    only_clock = f"--trainer.callbacks={json.dumps([clock])}"
+    only_clock = f"--trainer.callbacks=[{clock(args)}]"
     return template(args, resident, only_clock, *(f"--trainer.{flag}=false" for flag in off))
 
 
