@@ -201,15 +201,16 @@ def torch_below_floor() -> str | None:
 
 
 def data_parallel(check: Check, rows: Rows) -> str | None:
-    """A 1-GPU ``dp`` fit and a 1-process ``ddp`` fit (nccl on a GPU, gloo on CPU), one epoch each.
+    """The design card's command on one device: ``ddp`` and ``ddp_spawn`` fits (nccl on a GPU, gloo on
+    CPU) and a ``dp`` fit, one epoch each.
 
-    The ddp fit is skipped, and says why, where the installed torch is older than the project
-    supports (ddp sets its collective timeout with ``torch.distributed.set_timeout``)."""
+    Skipped, and says why, where the installed torch is older than the project supports."""
     backend = "gloo" if check.dry else "nccl"
     floor = torch_below_floor()
-    for strategy, label in (("dp", "dp, 1 device"), ("ddp", f"ddp, 1 process, {backend}")):
-        if strategy == "ddp" and floor:
-            return f"ddp skipped: torch {torch.__version__} here, the project needs {floor}"
+    if floor:
+        return f"skipped: torch {torch.__version__} here, the project needs {floor}"
+    strategies = (("ddp", f"ddp, 1 process, {backend}"), ("ddp_spawn", f"ddp_spawn, 1 process, {backend}"))
+    for strategy, label in (*strategies, ("dp", "dp, 1 device")):
         r = check.fit(
             strategy,
             "fashion_mnist.yaml",
@@ -232,5 +233,5 @@ PARTS = [
     ("fm93", "configs/fashion_mnist_93.yaml", fashion_mnist_93, 45),
     ("compile", "compile vs eager", compile_vs_eager, 90),
     ("photos", "photos (benchmarks.photos)", photos, 75),
-    ("dp", "dp and ddp fits", data_parallel, 40),
+    ("dp", "ddp, ddp_spawn and dp fits", data_parallel, 60),
 ]

@@ -7,9 +7,14 @@ override), which torchvision's own recipes use too, and ``nn.modules.loss._Loss`
 import ast
 import importlib
 import inspect
+import warnings
+from datetime import timedelta
 from pathlib import Path
 
+import torch.distributed as dist
+
 import app
+from app.internals import set_collective_timeout
 
 UPSTREAM = ("lightning", "jsonargparse", "argparse", "torch")
 # The norm layers' base classes torchvision's recipes use (set_weight_decay), and Python's ABC machinery.
@@ -69,3 +74,15 @@ def test_the_check_sees_a_private_name_and_an_override(tmp_path, monkeypatch):
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     assert overrides("overriding") == ["_configure_launcher"]
+
+
+def test_the_collective_timeout_is_set_without_a_deprecated_name(tmp_path):
+    """On every torch pyproject allows; its effect on a hung rank: tests/app/distributed/test_no_hangs.py."""
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # torch deprecates the private name where the public one exists
+            set_collective_timeout(timedelta(seconds=7))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()

@@ -12,7 +12,11 @@ import subprocess
 import time
 
 import pytest
-from helpers.cli import app_command, app_env
+import torch.distributed as dist
+from helpers.cli import app_command, app_env, check, run_app
+
+from app import versions
+from app.distributed.job import GLOO_TIMEOUT
 
 pytestmark = pytest.mark.distributed
 
@@ -91,6 +95,10 @@ def test_a_rank_killed_after_its_forward_leaves_the_others_one_line_from_backwar
     assert len(errors) == 1 and errors[0].startswith(LOST[0]) and errors[0].endswith(LOST[1]), errors
 
 
+@pytest.mark.skipif(
+    versions.older("torch", GLOO_TIMEOUT),
+    reason="this torch's gloo groups keep the timeout they were made with",
+)
 @pytest.mark.parametrize("rank", [1, 0])
 def test_a_rank_that_hangs_ends_the_job_within_the_collective_timeout(rank, mnist_root, tmp_path):
     # The same rank starts slower than the timeout, as ranks do (Lightning starts rank 1 once rank 0
@@ -101,3 +109,27 @@ def test_a_rank_that_hangs_ends_the_job_within_the_collective_timeout(rank, mnis
     assert result.returncode != 0
     # The other rank waits COLLECTIVE_TIMEOUT for it, then fails; the rest is exiting.
     assert COLLECTIVE_TIMEOUT <= seconds < COLLECTIVE_TIMEOUT + 20, f"{seconds:.1f} s"
+
+
+@pytest.mark.parametrize("torch_release", [(2, 6, 0), GLOO_TIMEOUT])
+def test_a_torch_whose_gloo_groups_keep_their_timeout_says_so_in_one_line(
+    torch_release, mnist_root, tmp_path, monkeypatch
+):
+    """The check reads the release through ``app.versions.installed``, pointed here at another one."""
+    real = versions.installed
+    monkeypatch.setattr(versions, "installed", lambda p: torch_release if p == "torch" else real(p))
+    ddp1 = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.strategy=ddp"]
+    try:
+        result = run_app("fit", *ddp1, f"--data.root={mnist_root}", "--test_after_fit=false", cwd=tmp_path)
+    finally:
+        if dist.is_initialized():  # a 1-process job's group, made in this process
+            dist.destroy_process_group()
+    check(result)
+    lines = [line for line in result.stderr.splitlines() if "--trainer.collective_timeout" in line]
+    if torch_release < GLOO_TIMEOUT:
+        assert lines == [
+            "warning: --trainer.collective_timeout is not applied on gloo with torch 2.6.0 (torch >= 2.10 "
+            "applies it): a rank waits for the others up to the group's own timeout (Lightning's 1800 s)"
+        ], result.stderr[-3000:]
+    else:
+        assert lines == [], result.stderr[-3000:]
