@@ -18,3 +18,11 @@ def older(package: str, release: tuple[int, ...]) -> bool:
     """Whether the installed ``package`` is a release older than ``release``."""
     found = installed(package)
     return found is not None and found < release
+
+
+def needs(package: str, release: tuple[int, ...]) -> str | None:
+    """``PACKAGE >= RELEASE (PACKAGE X here)`` where the installed ``package`` is older, else None."""
+    if not older(package, release):
+        return None
+    found = ".".join(map(str, installed(package)))
+    return f"{package} >= {'.'.join(map(str, release))} ({package} {found} here)"

@@ -118,7 +118,7 @@ run timeout 300 torchrun --standalone --nproc_per_node 2 -m app fit --config con
     --trainer.devices 2 --trainer.strategy ddp --trainer.max_epochs 1 --trainer.limit_train_batches 5 \
     --trainer.limit_val_batches 2 --trainer.limit_test_batches 2 --trainer.logger CSVLogger \
     --trainer.enable_progress_bar false --data.num_workers 0 \
-    || fail "torchrun's fit failed, or did not end within 300 s (README, Docker: a rank's exit on torch 2.5.1)"
+    || fail "torchrun's fit failed, or did not end within 300 s"
 
 ddp_run=$(run sh -c 'ls -d runs/*/version_*' | tail -1)
 

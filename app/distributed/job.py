@@ -13,8 +13,9 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from app import versions
 from app.internals import set_collective_timeout
 
-# The first torch whose gloo groups apply a timeout set after they were made (pytorch issue 165422).
-GLOO_TIMEOUT = (2, 10)
+# The first torch whose gloo groups apply a timeout set after they were made (2.8 and older keep the
+# one they were made with: pytorch issue 165422).
+GLOO_TIMEOUT = (2, 9)
 
 
 class DistributedJob(Callback):
@@ -40,8 +41,12 @@ class DistributedJob(Callback):
         distributed = dist.is_available() and dist.is_initialized()
         self.pending = timedelta(seconds=seconds) if seconds is not None and distributed else None
         gloo = self.pending is not None and stage == "fit" and dist.get_backend() == "gloo"
-        if gloo and versions.older("torch", GLOO_TIMEOUT):
-            rank_zero_info(gloo_timeout_unapplied())
+        needed = versions.needs("torch", GLOO_TIMEOUT) if gloo else None
+        if needed:
+            rank_zero_info(
+                f"warning: --trainer.collective_timeout on gloo needs {needed}: a rank waits for the "
+                "others up to the group's own timeout (Lightning's 1800 s)"
+            )
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
@@ -54,17 +59,6 @@ class DistributedJob(Callback):
         launcher = trainer.strategy.launcher
         if not isinstance(exception, SIGTERMException) and getattr(launcher, "procs", None):
             launcher.kill(signal.SIGKILL)
-
-
-def gloo_timeout_unapplied() -> str:
-    """The line for a torch whose gloo groups keep the timeout they were made with."""
-    release = ".".join(map(str, versions.installed("torch")))
-    needed = ".".join(map(str, GLOO_TIMEOUT))
-    return (
-        f"warning: --trainer.collective_timeout is not applied on gloo with torch {release} "
-        f"(torch >= {needed} applies it): a rank waits for the others up to the group's own timeout "
-        "(Lightning's 1800 s)"
-    )
 
 
 def _leave_process_group() -> None:

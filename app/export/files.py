@@ -10,10 +10,12 @@ from lightning import LightningModule
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
+from app import versions
 from app.errors import UsageError
 
 SUFFIXES = {"onnx": ".onnx", "torchscript": ".pt"}
 DATA_FILE = "data.json"  # in a TorchScript file: the data card
+ONNX_TORCH = (2, 7)  # torch 2.6's ONNX exporter fails on BatchNorm with the onnxscript the extra asks for
 
 
 def add_onnx_metadata(path: Path, card: dict) -> None:
@@ -28,8 +30,11 @@ def add_onnx_metadata(path: Path, card: dict) -> None:
 
 
 def check_exporter(format: str) -> None:
-    """One line naming the packages ``format`` needs, if they are missing."""
+    """One line naming the torch or the packages ``format`` needs, if they are missing."""
     if format == "onnx":
+        needed = versions.needs("torch", ONNX_TORCH)
+        if needed:
+            raise UsageError(f"export --format onnx needs {needed}: upgrade torch, or --format torchscript")
         missing = [m for m in ("onnx", "onnxscript") if importlib.util.find_spec(m) is None]
         if missing:
             raise UsageError(f"export --format onnx needs {' and '.join(missing)}: pip install '.[export]'")

@@ -6,8 +6,10 @@ from pathlib import Path
 import onnxruntime
 import pytest
 import torch
-from helpers.cli import check, run_app, run_folder
+from helpers.cli import check, one_error_line, run_app, run_folder
 
+from app import versions
+from app.export.files import ONNX_TORCH
 from models import ImageClassifier, ResNet
 
 # BatchNorm (must export in eval mode) and NHWC weights: the harder case of our networks.
@@ -29,6 +31,9 @@ def pytorch_logits(ckpt: Path, images: torch.Tensor) -> torch.Tensor:
         return model.eval()(images)
 
 
+@pytest.mark.skipif(
+    versions.older("torch", ONNX_TORCH), reason="this torch's ONNX exporter fails on BatchNorm"
+)
 def test_onnx_file_next_to_the_checkpoints_matches_pytorch(trained):
     cwd, ckpt = trained
     check(run_app("export", f"--ckpt_path={ckpt}", cwd=cwd))
@@ -42,6 +47,20 @@ def test_onnx_file_next_to_the_checkpoints_matches_pytorch(trained):
     images = torch.randn(5, 1, 28, 28, generator=torch.Generator().manual_seed(0))  # exported with 2
     (logits,) = session.run(["logits"], {"images": images.numpy()})
     torch.testing.assert_close(torch.from_numpy(logits), pytorch_logits(ckpt, images), atol=1e-4, rtol=0)
+
+
+def test_onnx_on_a_torch_older_than_its_exporter_needs_is_one_line(trained, tmp_path, monkeypatch):
+    """The check reads the release through ``app.versions.installed``, pointed here at an older one."""
+    real = versions.installed
+    monkeypatch.setattr(versions, "installed", lambda p: (2, 6, 0) if p == "torch" else real(p))
+    cwd, ckpt = trained
+    output = tmp_path / "model.onnx"
+    result = run_app("export", f"--ckpt_path={ckpt}", f"--output={output}", cwd=cwd)
+    assert result.returncode != 0 and not output.exists()
+    assert one_error_line(result.stderr) == (
+        "error: export --format onnx needs torch >= 2.7 (torch 2.6.0 here): upgrade torch, or --format "
+        "torchscript"
+    )
 
 
 def test_torchscript_file_matches_pytorch(trained, tmp_path):
