@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -119,34 +120,63 @@ def gpu_tests(check: Check, rows: Rows) -> str | None:
     return "skipped: no CUDA" if passed == 0 and not torch.cuda.is_available() else None
 
 
+# The template against the hand-written loop: MnistCNN at 128 (launching kernels bounds a step) and
+# FastCNN at 512 in bf16 and channels_last (arithmetic does). Net, batch, precision, channels_last.
+RATIO_ROWS = [("MnistCNN", 128, "32-true", False), ("FastCNN", 512, "bf16-mixed", True)]
+ROUNDS, EPOCHS = 3, 4  # interleaved rounds; epochs a run, the first left out
+VARIANTS = {  # the template's flags of each row's runs
+    "template as users run it": [],
+    "template, periodic checkpoint off": ["--last_checkpoint.every_n_steps=0"],
+}
+
+
 def ratios(check: Check, rows: Rows) -> None:
-    """The template as users run it against the hand-written loop, both 2 epochs (the first left out)."""
-    # MnistCNN at 128, where launching kernels bounds a step, and FastCNN at 512, where arithmetic does.
-    pairs, precisions = [("MnistCNN", 128), ("FastCNN", 512)], ["32-true", "bf16-mixed"]
-    grid = [(net, b, p) for net, b in pairs for p in precisions]
-    if check.dry:
-        grid = [("FastCNN", DRY_BATCH, "bf16-mixed")]
-    for net, batch, precision in grid:
-        name = f"{net}-{batch}-{precision}"
-        template = throughput(
-            check.fit(
-                name,
-                "fashion_mnist.yaml",
-                f"--model.net={net}",
-                f"--data.batch_size={batch}",
-                f"--trainer.precision={precision}",
-                "--trainer.max_epochs=2",
+    """Each row's template runs and hand-written loop, timed alike (:class:`EpochClock`), in
+    interleaved rounds: medians, their spread, and the template's ratio to the loop. The rows are
+    rewritten after each round, so that a part stopped by its limit keeps the rounds it finished."""
+    grid = [("FastCNN", DRY_BATCH, "bf16-mixed", True)] if check.dry else RATIO_ROWS
+    rounds = 2 if check.dry else ROUNDS
+    measured: dict[tuple, dict[str, list[float]]] = {row: {} for row in grid}
+    for n in range(rounds):
+        for net, batch, precision, channels_last in grid:
+            runs = measured[net, batch, precision, channels_last]
+            flags = [f"--model.net={net}", f"--data.batch_size={batch}", f"--trainer.precision={precision}"]
+            flags += [f"--model.channels_last={channels_last}", f"--trainer.max_epochs={EPOCHS}"]
+            for variant, extra in VARIANTS.items():
+                r = check.fit(f"r{n}", "fashion_mnist.yaml", *flags, *extra, "--test_after_fit=false")
+                runs.setdefault(variant, []).append(throughput(r)["img_per_s"])
+            device = "cpu" if check.dry else "cuda"
+            loop = ["-m", "benchmarks.plain_loop", f"--root={check.root}", f"--epochs={EPOCHS}"]
+            loop += [
+                f"--device={device}",
+                f"--batch-size={batch}",
+                f"--net={net}",
+                f"--precision={precision}",
+            ]
+            loop += ["--channels-last"] if channels_last else []
+            loop += [f"--val-size={DRY_VAL}"] if check.dry else []
+            _, text = check.child(loop)
+            runs.setdefault("hand-written loop", []).append(
+                throughput(json.loads(text.strip().splitlines()[-1]))["img_per_s"]
             )
-        )
-        device = "cpu" if check.dry else "cuda"
-        loop = ["-m", "benchmarks.plain_loop", f"--root={check.root}", "--epochs=2", f"--device={device}"]
-        loop += [f"--batch-size={batch}", f"--net={net}", f"--precision={precision}"]
-        loop += [f"--val-size={DRY_VAL}"] if check.dry else []
-        _, text = check.child(loop)
-        bare = throughput(json.loads(text.strip().splitlines()[-1]))
-        figures = {"template img/s": template["img_per_s"], "bare img/s": bare["img_per_s"]}
-        figures["ratio"] = template["img_per_s"] / bare["img_per_s"]
-        rows.append((f"{net}, batch {batch}, {precision}", figures))
+        rows[:] = [line for row, runs in measured.items() for line in ratio_rows(row, runs)]
+
+
+def ratio_rows(row: tuple, runs: dict[str, list[float]]) -> Rows:
+    """A row's lines: each variant's median img/s over the rounds, its spread (max - min, % of the
+    median), and the template's median ratio to the loop with the lowest and highest round's."""
+    net, batch, precision, channels_last = row
+    label = f"{net}, batch {batch}, {precision}{', channels_last' if channels_last else ''}"
+    loop = runs["hand-written loop"]
+    lines = []
+    for variant, values in runs.items():
+        middle = statistics.median(values)
+        figures = {"img/s": middle, "spread %": 100 * (max(values) - min(values)) / middle}
+        if variant != "hand-written loop":
+            each = [v / w for v, w in zip(values, loop, strict=False)]
+            figures.update({"/ loop": middle / statistics.median(loop), "min": min(each), "max": max(each)})
+        lines.append((f"{label}: {variant}", {**figures, "rounds": len(values)}))
+    return lines
 
 
 def fashion_mnist_93(check: Check, rows: Rows) -> None:
