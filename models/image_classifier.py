@@ -18,6 +18,7 @@ from models import init_from as weights_file
 from models import optimization
 from models.errors import ModelError
 from models.freezing import Freezing
+from models.log_step_read import LogStepRead
 from models.metrics import macro_metrics
 from models.nets.net import Net
 from models.schedules import RightOpenUnitInterval, SchedulerCallable
@@ -148,6 +149,8 @@ class ImageClassifier(LightningModule):
         self.mix = v2.RandomChoice(mixes) if len(mixes) > 1 else mixes[0] if mixes else None
         self.resumed_plan: dict[str, int] | None = None  # the lr schedule a resumed run had planned
         self.unlogged_loss: Tensor | None = None  # an epoch's last loss, when not logged at its step
+        # What logging steps read on the host (the loss; callbacks such as the NaN stop add theirs).
+        self.log_step_read = LogStepRead()
         # What the network was trained on (classes, input size, normalization), kept in checkpoints.
         self.data_card: dict | None = None
 
@@ -162,11 +165,20 @@ class ImageClassifier(LightningModule):
             self(x), y, weight=self.class_weight, label_smoothing=self.hparams.label_smoothing
         )
         if is_log_step(self.trainer):
-            # Not prog_bar=True: Lightning would then read it (a GPU sync) at every step after this one.
-            self.log("train/loss", loss)
+            self.log_step_read.want(loss, self._log_loss)  # read after the optimizer step
         elif batch_idx + 1 == self.trainer.num_training_batches:
             self.unlogged_loss = loss.detach()  # see on_train_epoch_end
         return loss
+
+    def optimizer_step(self, *args, **kwargs) -> None:
+        super().optimizer_step(*args, **kwargs)
+        # Once the step's work is queued: a logging step's one wait for the device, none between them.
+        self.log_step_read.read()
+
+    def _log_loss(self, values: list[float]) -> None:
+        # A host tensor: the loggers and the progress bar read it without waiting for the device. Not
+        # prog_bar=True: Lightning would then read it at every step after this one.
+        self.log("train/loss", torch.tensor(values[0]))
 
     def on_train_epoch_end(self) -> None:
         # ``self.log`` costs about half a millisecond of CPU per call, so train/loss is logged at the
