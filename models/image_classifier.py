@@ -14,6 +14,7 @@ from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 from torchvision.transforms import v2
 
+from models import cuda_graphs as cuda_graphs_
 from models import init_from as weights_file
 from models import optimization
 from models.errors import ModelError
@@ -75,6 +76,9 @@ class ImageClassifier(LightningModule):
         channels_last: keep weights and inputs in NHWC memory order (faster convolutions on
             recent GPUs and CPUs).
         compile: ``torch.compile`` the network in place (checkpoint keys unchanged).
+        cuda_graphs: capture the network's training forward and backward as CUDA graphs and replay
+            them (``torch.compile`` mode ``reduce-overhead``): one launch a step, not one a kernel. One
+            CUDA device, full batches (an epoch's last, smaller one runs eagerly); checked before fit.
         init_from: a checkpoint of another run, a state_dict or a torchvision/timm weights file: every
             tensor whose name and shape match is loaded (a new run: new optimizer and schedule).
         freeze: ``backbone`` (all but the classifier) or fnmatch patterns of parameter or module
@@ -99,6 +103,7 @@ class ImageClassifier(LightningModule):
         cutmix_alpha: PositiveFloat | None = None,
         channels_last: bool = False,
         compile: bool = False,
+        cuda_graphs: bool = False,
         init_from: str | None = None,
         freeze: list[str] | str | None = None,
         unfreeze_at_epoch: NonNegativeInt | None = None,
@@ -137,6 +142,7 @@ class ImageClassifier(LightningModule):
         self.net = net.to(memory_format=self.memory_format)
         if compile:
             self.net.compile()
+        self.graphed = cuda_graphs_.GraphedNet(self.net) if cuda_graphs else None
         self.loss = nn.CrossEntropyLoss()
         # Not saved: checkpoints of runs with and without class weights hold the same tensors.
         weights = torch.tensor(class_weights) if isinstance(class_weights, list) else None
@@ -161,8 +167,11 @@ class ImageClassifier(LightningModule):
         x, y = batch
         if self.mix is not None:
             x, y = self.mix(x, y)  # y: each image's share of each class
+        logits = (
+            self(x) if self.graphed is None else self.graphed(x.contiguous(memory_format=self.memory_format))
+        )
         loss = nn.functional.cross_entropy(
-            self(x), y, weight=self.class_weight, label_smoothing=self.hparams.label_smoothing
+            logits, y, weight=self.class_weight, label_smoothing=self.hparams.label_smoothing
         )
         if is_log_step(self.trainer):
             self.log_step_read.want(loss, self._log_loss)  # read after the optimizer step
@@ -225,6 +234,8 @@ class ImageClassifier(LightningModule):
         return {"preds": logits.argmax(dim=1)}
 
     def setup(self, stage: str) -> None:
+        if stage == "fit" and self.graphed is not None:
+            cuda_graphs_.check(self.trainer, self.hparams.compile)
         data = self.trainer.datamodule
         shape = getattr(data, "in_channels", None), getattr(data, "image_size", None)
         if stage == "fit" and self.example_input_array is None and all(shape) and not self.hparams.compile:
