@@ -6,12 +6,11 @@ import json
 import os
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -44,6 +43,8 @@ class Check:
     work: Path
     deadline: float = 0.0
     runs: int = 0
+    out: Path | None = None  # where a part's files go (the profile's traces)
+    tables: list = field(default_factory=list)  # a part's extra tables: (title, header, rows)
 
     @property
     def accelerator(self) -> str:
@@ -101,12 +102,15 @@ class Check:
 Rows = list[tuple[str, dict[str, float]]]
 
 
-def gpu_tests(check: Check, rows: Rows) -> str | None:
-    """``pytest -m gpu``: counts from its JUnit XML; on CPU every test skips, and says so."""
+def gpu_tests(
+    check: Check, rows: Rows, tests: tuple[str, ...] = (), label: str = "pytest -m gpu"
+) -> str | None:
+    """``pytest -m gpu`` (only ``tests``, in turn, where given): counts from its JUnit XML; on CPU
+    every test skips, and says so."""
     report = check.work / "pytest.xml"
     # -v: each test's line as it ends, so a part stopped by its limit still says which tests ran.
-    args = ["-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-v", f"--junitxml={report}"]
-    args += ["-n", "0" if check.dry else "4"]
+    args = ["-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-v", f"--junitxml={report}", *tests]
+    args += ["-n", "0" if check.dry or tests else "4"]
     status, output = check.child(args, cwd=ROOT, must_succeed=False)
     if not report.exists():  # pytest stopped before running any test
         raise PartFailed(f"pytest exited {status} without a report", output.strip()[-3000:])
@@ -114,69 +118,10 @@ def gpu_tests(check: Check, rows: Rows) -> str | None:
     counts = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
     failed = counts["failures"] + counts["errors"]
     passed = counts["tests"] - failed - counts["skipped"]
-    rows.append(("pytest -m gpu", {"passed": passed, "failed": failed, "skipped": counts["skipped"]}))
+    rows.append((label, {"passed": passed, "failed": failed, "skipped": counts["skipped"]}))
     if status or failed:
         raise PartFailed(f"pytest exited {status}: {failed} failed", output.strip()[-3000:])
     return "skipped: no CUDA" if passed == 0 and not torch.cuda.is_available() else None
-
-
-# The template against the hand-written loop: MnistCNN at 128 (launching kernels bounds a step) and
-# FastCNN at 512 in bf16 and channels_last (arithmetic does). Net, batch, precision, channels_last.
-RATIO_ROWS = [("MnistCNN", 128, "32-true", False), ("FastCNN", 512, "bf16-mixed", True)]
-ROUNDS, EPOCHS = 3, 4  # interleaved rounds; epochs a run, the first left out
-VARIANTS = {  # the template's flags of each row's runs
-    "template as users run it": [],
-    "template, periodic checkpoint off": ["--last_checkpoint.every_n_steps=0"],
-}
-
-
-def ratios(check: Check, rows: Rows) -> None:
-    """Each row's template runs and hand-written loop, timed alike (:class:`EpochClock`), in
-    interleaved rounds: medians, their spread, and the template's ratio to the loop. The rows are
-    rewritten after each round, so that a part stopped by its limit keeps the rounds it finished."""
-    grid = [("FastCNN", DRY_BATCH, "bf16-mixed", True)] if check.dry else RATIO_ROWS
-    rounds = 2 if check.dry else ROUNDS
-    measured: dict[tuple, dict[str, list[float]]] = {row: {} for row in grid}
-    for n in range(rounds):
-        for net, batch, precision, channels_last in grid:
-            runs = measured[net, batch, precision, channels_last]
-            flags = [f"--model.net={net}", f"--data.batch_size={batch}", f"--trainer.precision={precision}"]
-            flags += [f"--model.channels_last={channels_last}", f"--trainer.max_epochs={EPOCHS}"]
-            for variant, extra in VARIANTS.items():
-                r = check.fit(f"r{n}", "fashion_mnist.yaml", *flags, *extra, "--test_after_fit=false")
-                runs.setdefault(variant, []).append(throughput(r)["img_per_s"])
-            device = "cpu" if check.dry else "cuda"
-            loop = ["-m", "benchmarks.plain_loop", f"--root={check.root}", f"--epochs={EPOCHS}"]
-            loop += [
-                f"--device={device}",
-                f"--batch-size={batch}",
-                f"--net={net}",
-                f"--precision={precision}",
-            ]
-            loop += ["--channels-last"] if channels_last else []
-            loop += [f"--val-size={DRY_VAL}"] if check.dry else []
-            _, text = check.child(loop)
-            runs.setdefault("hand-written loop", []).append(
-                throughput(json.loads(text.strip().splitlines()[-1]))["img_per_s"]
-            )
-        rows[:] = [line for row, runs in measured.items() for line in ratio_rows(row, runs)]
-
-
-def ratio_rows(row: tuple, runs: dict[str, list[float]]) -> Rows:
-    """A row's lines: each variant's median img/s over the rounds, its spread (max - min, % of the
-    median), and the template's median ratio to the loop with the lowest and highest round's."""
-    net, batch, precision, channels_last = row
-    label = f"{net}, batch {batch}, {precision}{', channels_last' if channels_last else ''}"
-    loop = runs["hand-written loop"]
-    lines = []
-    for variant, values in runs.items():
-        middle = statistics.median(values)
-        figures = {"img/s": middle, "spread %": 100 * (max(values) - min(values)) / middle}
-        if variant != "hand-written loop":
-            each = [v / w for v, w in zip(values, loop, strict=False)]
-            figures.update({"/ loop": middle / statistics.median(loop), "min": min(each), "max": max(each)})
-        lines.append((f"{label}: {variant}", {**figures, "rounds": len(values)}))
-    return lines
 
 
 def fashion_mnist_93(check: Check, rows: Rows) -> None:
@@ -251,16 +196,3 @@ def data_parallel(check: Check, rows: Rows) -> str | None:
         figures["fit s"] = r["fit_seconds"]
         rows.append((label, {**figures, "wall s": r["wall_seconds"]}))
     return None
-
-
-# Key (--parts), title, function, seconds on the GPU: 540 s, the wheels' install (about 30 s) within
-# one device command (600 s). Sized from an H200 and an H100 run (benchmarks/README.md): a template/bare
-# row 45 s, the 93 % preset 37 s, compile 69 s on the H200 and over 75 s on the H100, the photos over 60 s.
-PARTS = [
-    ("tests", "pytest -m gpu", gpu_tests, 100),
-    ("ratios", "template / bare loop", ratios, 190),
-    ("fm93", "configs/fashion_mnist_93.yaml", fashion_mnist_93, 45),
-    ("compile", "compile vs eager", compile_vs_eager, 90),
-    ("photos", "photos (benchmarks.photos)", photos, 75),
-    ("dp", "dp and ddp fits", data_parallel, 40),
-]

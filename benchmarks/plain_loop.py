@@ -4,7 +4,8 @@
 ``--trainer.precision`` (``bf16-mixed``: bf16 autocast around the forward and the loss, as
 Lightning's plugin does) and ``--model.channels_last``. Epochs are timed as the template's are
 (:class:`EpochClock`: no wait for the device within an epoch). Prints one JSON line: train seconds
-and samples per epoch, test accuracy.
+and samples per epoch, test accuracy. ``--profile FILE``: instead, a few steps under the profiler
+(:class:`benchmarks.step_profile.StepWindow`), written to FILE.
 """
 
 import math
@@ -13,6 +14,7 @@ import torch
 from torch.nn import functional as F
 
 from benchmarks.common import EpochClock, arguments, report
+from benchmarks.step_profile import StepWindow
 from data import FashionMNISTDataModule
 from data.batch_transforms import normalize
 from models import FastCNN, MnistCNN
@@ -25,6 +27,8 @@ def main() -> None:
     parser.add_argument("--net", choices=sorted(NETS), default="MnistCNN")
     parser.add_argument("--precision", choices=("32-true", "bf16-mixed"), default="32-true")
     parser.add_argument("--channels-last", action="store_true", help="the template's --model.channels_last")
+    parser.add_argument("--profile", metavar="FILE", help="profile a few steps into FILE, then stop")
+    parser.add_argument("--profile-steps", type=int, nargs=2, default=(30, 20), metavar=("WARMUP", "STEPS"))
     parser.add_argument("--val-size", type=split_size, default=5000, help="the template's --data.val_size")
     args = parser.parse_args()
     torch.manual_seed(42)
@@ -45,10 +49,15 @@ def main() -> None:
     steps = args.epochs * math.ceil(len(train[0]) / args.batch_size)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps, eta_min=0.001)
     seconds, clock = [], EpochClock(device)
+    window = StepWindow(device, args.profile, *args.profile_steps) if args.profile else None
     for _ in range(args.epochs):
         clock.start()
         net.train()
         for batch in torch.randperm(len(train[0]), device=device).split(args.batch_size):
+            if window is not None:
+                window.step_start()
+                if window.done:
+                    return
             with bf16:
                 x = normalize(train[0][batch], mean, std).contiguous(memory_format=memory_format)
                 loss = F.cross_entropy(net(x), train[1][batch])
