@@ -54,7 +54,7 @@ PARTS = [
     ("ratios", "template / hand-written loop", ratios, 320),
     ("graphs", "cuda graphs / hand-written loop", cuda_graphs, 110),
     ("profile", "step profile", profiles, 80),
-    ("steptests", "pytest: host syncs, CUDA graphs", step_tests, 120),
+    ("steptests", "pytest, host syncs and CUDA graphs", step_tests, 120),
     ("fm93", "configs/fashion_mnist_93.yaml", fashion_mnist_93, 45),
     ("tests", "pytest -m gpu", gpu_tests, 100),
     ("compile", "compile vs eager", compile_vs_eager, 90),

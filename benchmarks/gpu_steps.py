@@ -124,4 +124,4 @@ def step_tests(check: Check, rows: Rows) -> str | None:
         "tests/test_gpu_training.py::test_no_host_sync_between_logging_steps_and_one_at_most_at_each",
         "tests/models/test_cuda_graphs.py",
     )
-    return gpu_tests(check, rows, tests, "pytest: host syncs, CUDA graphs")
+    return gpu_tests(check, rows, tests, "pytest, host syncs and CUDA graphs")

@@ -14,7 +14,7 @@ from benchmarks.gpu_check import PARTS, run
 from benchmarks.gpu_parts import Check, torch_below_floor
 
 # Parts that need CUDA, skipped on CPU (the tests' parts still list their skipped tests).
-NEED_CUDA = {"pytest -m gpu": "skipped: no CUDA", "pytest: host syncs, CUDA graphs": "skipped: no CUDA"}
+NEED_CUDA = {"pytest -m gpu": "skipped: no CUDA", "pytest, host syncs and CUDA graphs": "skipped: no CUDA"}
 NEED_CUDA["cuda graphs / hand-written loop"] = "skipped: CUDA graphs need CUDA"
 
 
