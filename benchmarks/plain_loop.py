@@ -14,7 +14,6 @@ import torch
 from torch.nn import functional as F
 
 from benchmarks.common import EpochClock, arguments, report
-from benchmarks.step_profile import StepWindow
 from data import FashionMNISTDataModule
 from data.batch_transforms import normalize
 from models import FastCNN, MnistCNN
@@ -49,7 +48,11 @@ def main() -> None:
     steps = args.epochs * math.ceil(len(train[0]) / args.batch_size)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps, eta_min=0.001)
     seconds, clock = [], EpochClock(device)
-    window = StepWindow(device, args.profile, *args.profile_steps) if args.profile else None
+    window = None
+    if args.profile:
+        from benchmarks.step_profile import StepWindow  # imports Lightning: only when asked
+
+        window = StepWindow(device, args.profile, *args.profile_steps)
     for _ in range(args.epochs):
         clock.start()
         net.train()
