@@ -18,23 +18,26 @@ gpu-wheels: setup fashion-mnist
 	cp /usr/share/datasets/fashion-mnist/*.gz .whl/fashion-mnist/
 	du -sh .whl
 
-# Every GPU figure of benchmarks/README.md in one run (benchmarks/gpu_check.py), within 9 minutes, on
-# the GPU machine: installs .whl/ offline into its python3 (as they are, should the image's versions
-# not meet a wheel's requirements: a GPU lease is too short to lose to a version check), unpacks
+# The GPU figures of benchmarks/README.md (benchmarks/gpu_check.py), each call within 9 minutes, on
+# the GPU machine (PARTS="steptests fm93": those parts instead of the default ones): installs .whl/
+# offline into its python3 (as they are, should the image's versions not meet a wheel's
+# requirements: a GPU lease is too short to lose to a version check), unpacks
 # Fashion-MNIST into $(DATA) and, where it can, where Debian's package puts it (the GPU tests' fast
 # preset reads it there), and writes $(OUT)/gpu-check.md and .json. DRY=1: the same parts on CPU at
-# tiny sizes and on tiny random data, with this venv (tests/test_gpu_check.py).
+# tiny sizes and on tiny random data, with this venv (tests/test_gpu_check.py); every part.
 OUT ?= gpu-check
+PARTS ?=
 DATA ?= datasets
 GPU_PYTHON ?= python3
 gpu-check:
 ifeq ($(DRY),1)
-	$(PYTHON) -m benchmarks.gpu_check --dry --out $(OUT)
+	$(PYTHON) -m benchmarks.gpu_check --dry --out $(OUT) $(if $(PARTS),--parts $(PARTS))
 else
 	$(GPU_PYTHON) -m pip install --quiet --no-index --find-links .whl -r .whl/requirements.txt \
 		|| $(GPU_PYTHON) -m pip install --quiet --no-index --no-deps .whl/*.whl
 	mkdir -p $(DATA)/FashionMNIST/raw
 	for f in .whl/fashion-mnist/*.gz; do gunzip -c $$f > $(DATA)/FashionMNIST/raw/$$(basename $$f .gz); done
 	-[ -d /usr/share/datasets/fashion-mnist ] || { mkdir -p /usr/share/datasets && cp -r .whl/fashion-mnist /usr/share/datasets/; }
-	PYTHONPATH=$(CURDIR) $(GPU_PYTHON) -m benchmarks.gpu_check --root $(DATA) --out $(OUT)
+	PYTHONPATH=$(CURDIR) $(GPU_PYTHON) -m benchmarks.gpu_check --root $(DATA) --out $(OUT) \
+		$(if $(PARTS),--parts $(PARTS))
 endif

@@ -1,14 +1,17 @@
-"""``python -m benchmarks.gpu_check``: every GPU figure of benchmarks/README.md in one prepared run.
+"""``python -m benchmarks.gpu_check``: the GPU figures of benchmarks/README.md in prepared runs.
 
-``make gpu-check`` runs it on a GPU machine within 9 minutes: ``pytest -m gpu``, the template
-against the hand-written loop (MnistCNN at batch 128, FastCNN at 512, each fp32 and bf16-mixed),
-``configs/fashion_mnist_93.yaml``, ``--model.compile true`` against eager, the photo pipelines on
-the GPU, and a ``dp`` and a 1-process ``ddp`` fit (``benchmarks/gpu_parts.py``). Each part has its
-own time limit; one that fails or runs out of time is reported and the next one runs. ``--dry``
-runs the same parts on CPU at tiny sizes, on tiny random data (tests/test_gpu_check.py, in CI;
-``--root`` is not read). After each part, ``OUT/gpu-check.md`` (a Markdown table for
-benchmarks/README.md) and ``OUT/gpu-check.json`` (the machine, every part's status, seconds and
-figures) are written anew.
+``make gpu-check`` runs it on a GPU machine within 9 minutes. Its default parts: the template
+against the hand-written loop, timed alike in interleaved rounds (MnistCNN at batch 128, FastCNN at
+512 in bf16), ``--model.cuda_graphs true`` against that loop, and a profile of each loop's steps
+(``benchmarks/gpu_steps.py``). The others, by ``--parts`` (``make gpu-check PARTS=...``): the GPU
+tests of the step (host syncs, CUDA graphs), all of ``pytest -m gpu``, ``configs/fashion_mnist_93.yaml``,
+``--model.compile true`` against eager, the photo pipelines on the GPU, and 1-process ``ddp`` and
+``ddp_spawn`` fits and a ``dp`` fit (``benchmarks/gpu_parts.py``). Each part has its own time limit; one that fails or runs
+out of time is reported and the next one runs. ``--dry`` runs every part on CPU at tiny sizes, on
+tiny random data (tests/test_gpu_check.py, in CI; ``--root`` is not read). After each part,
+``OUT/gpu-check.md`` (Markdown tables for benchmarks/README.md) and ``OUT/gpu-check.json`` (the
+machine, every part's status, seconds, figures and tables) are written anew; the profile's traces
+go to OUT too.
 """
 
 import argparse
@@ -29,9 +32,36 @@ import numpy as np
 import torch
 
 from benchmarks.__main__ import cpu_name
-from benchmarks.gpu_parts import PARTS, ROOT, Check, PartFailed, PartTimeout
+from benchmarks.gpu_parts import (
+    ROOT,
+    Check,
+    PartFailed,
+    PartTimeout,
+    compile_vs_eager,
+    data_parallel,
+    fashion_mnist_93,
+    gpu_tests,
+    photos,
+)
+from benchmarks.gpu_steps import cuda_graphs, profiles, ratios, step_tests
 
 DRY_LIMIT = 300  # seconds a dry part may take: CI's 2 cores are shared
+
+# Key (--parts), title, function, seconds on the GPU. The defaults take 510 s, with the wheels' install
+# (about 30 s) within one device command (600 s), sized from an H100 run's template start-up (about 22 s)
+# and loop (about 12 s): ratios 3 rounds of 3 template runs and 2 loops, cuda graphs 2 rounds.
+PARTS = [
+    ("ratios", "template / hand-written loop", ratios, 320),
+    ("graphs", "cuda graphs / hand-written loop", cuda_graphs, 110),
+    ("profile", "step profile", profiles, 80),
+    ("steptests", "pytest, host syncs and CUDA graphs", step_tests, 120),
+    ("fm93", "configs/fashion_mnist_93.yaml", fashion_mnist_93, 45),
+    ("tests", "pytest -m gpu", gpu_tests, 100),
+    ("compile", "compile vs eager", compile_vs_eager, 90),
+    ("photos", "photos (benchmarks.photos)", photos, 75),
+    ("dp", "ddp, ddp_spawn and dp fits", data_parallel, 60),
+]
+DEFAULT_PARTS = ["ratios", "graphs", "profile"]  # on the GPU; --dry runs them all
 
 
 def machine(dry: bool) -> dict[str, str | None]:
@@ -71,7 +101,9 @@ def write_tiny_fashion_mnist(root: Path, train: int = 640, test: int = 256) -> P
     return root
 
 
-def number(value: float) -> str:
+def number(value: float | str) -> str:
+    if isinstance(value, str):  # n/a: a figure the device has not (sync counts on CPU)
+        return value
     if abs(value) >= 100:
         return f"{value:.0f}"
     return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3f}".rstrip("0").rstrip(".")
@@ -90,6 +122,11 @@ def markdown(about: dict, parts: list[dict]) -> str:
             lines.append(
                 f"| {part['part'] if i == 0 else ''} | {row['row']} | {figures} | {status} | {seconds} |"
             )
+    for part in parts:
+        for table in part.get("tables", []):
+            lines += ["", f"{part['part']}, {table['title']}:", ""]
+            lines += ["| " + " | ".join(table["header"]) + " |", "|" + "---|" * len(table["header"])]
+            lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in table["rows"]]
     return "\n".join(lines) + "\n"
 
 
@@ -98,6 +135,7 @@ def run(check: Check, parts: list[tuple[str, Callable, float]], out: Path) -> li
     about, done = machine(check.dry), []
     for i, (title, part, limit) in enumerate(parts, 1):
         check.deadline = time.monotonic() + limit
+        check.tables = []
         rows: list = []
         record: dict = {"part": title}
         start = time.perf_counter()
@@ -113,6 +151,8 @@ def run(check: Check, parts: list[tuple[str, Callable, float]], out: Path) -> li
             record["status"] = f"failed: {type(error).__name__}: {error}"
         record["seconds"] = time.perf_counter() - start
         record["rows"] = [{"row": label, "figures": figures} for label, figures in rows]
+        if check.tables:
+            record["tables"] = [dict(zip(("title", "header", "rows"), t, strict=True)) for t in check.tables]
         done.append(record)
         print(f"[{i}/{len(parts)}] {title}: {record['status']} ({record['seconds']:.0f} s)", flush=True)
         (out / "gpu-check.json").write_text(json.dumps({"machine": about, "parts": done}, indent=2) + "\n")
@@ -126,13 +166,16 @@ def main() -> None:
     parser.add_argument("--root", default=str(ROOT / "datasets"), help="data folder (Fashion-MNIST)")
     parser.add_argument("--dry", action="store_true", help="on CPU, at tiny sizes, on tiny random data")
     keys = [key for key, *_ in PARTS]
-    parser.add_argument("--parts", nargs="+", choices=keys, default=keys, help="run only these parts")
+    parser.add_argument(
+        "--parts", nargs="+", choices=keys, help=f"run these parts (default: {DEFAULT_PARTS})"
+    )
     args = parser.parse_args()
+    args.parts = args.parts or (keys if args.dry else DEFAULT_PARTS)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as work:
         root = write_tiny_fashion_mnist(Path(work, "data")) if args.dry else Path(args.root).resolve()
-        check = Check(dry=args.dry, root=root, work=Path(work))
+        check = Check(dry=args.dry, root=root, work=Path(work), out=out)
         chosen = [(title, part, DRY_LIMIT if args.dry else limit) for key, title, part, limit in PARTS]
         chosen = [part for part, (key, *_) in zip(chosen, PARTS, strict=True) if key in args.parts]
         parts = run(check, chosen, out)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -43,6 +43,8 @@ class Check:
     work: Path
     deadline: float = 0.0
     runs: int = 0
+    out: Path | None = None  # where a part's files go (the profile's traces)
+    tables: list = field(default_factory=list)  # a part's extra tables: (title, header, rows)
 
     @property
     def accelerator(self) -> str:
@@ -100,12 +102,15 @@ class Check:
 Rows = list[tuple[str, dict[str, float]]]
 
 
-def gpu_tests(check: Check, rows: Rows) -> str | None:
-    """``pytest -m gpu``: counts from its JUnit XML; on CPU every test skips, and says so."""
+def gpu_tests(
+    check: Check, rows: Rows, tests: tuple[str, ...] = (), label: str = "pytest -m gpu"
+) -> str | None:
+    """``pytest -m gpu`` (only ``tests``, in turn, where given): counts from its JUnit XML; on CPU
+    every test skips, and says so."""
     report = check.work / "pytest.xml"
     # -v: each test's line as it ends, so a part stopped by its limit still says which tests ran.
-    args = ["-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-v", f"--junitxml={report}"]
-    args += ["-n", "0" if check.dry else "4"]
+    args = ["-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-v", f"--junitxml={report}", *tests]
+    args += ["-n", "0" if check.dry or tests else "4"]
     status, output = check.child(args, cwd=ROOT, must_succeed=False)
     if not report.exists():  # pytest stopped before running any test
         raise PartFailed(f"pytest exited {status} without a report", output.strip()[-3000:])
@@ -113,40 +118,10 @@ def gpu_tests(check: Check, rows: Rows) -> str | None:
     counts = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
     failed = counts["failures"] + counts["errors"]
     passed = counts["tests"] - failed - counts["skipped"]
-    rows.append(("pytest -m gpu", {"passed": passed, "failed": failed, "skipped": counts["skipped"]}))
+    rows.append((label, {"passed": passed, "failed": failed, "skipped": counts["skipped"]}))
     if status or failed:
         raise PartFailed(f"pytest exited {status}: {failed} failed", output.strip()[-3000:])
     return "skipped: no CUDA" if passed == 0 and not torch.cuda.is_available() else None
-
-
-def ratios(check: Check, rows: Rows) -> None:
-    """The template as users run it against the hand-written loop, both 2 epochs (the first left out)."""
-    # MnistCNN at 128, where launching kernels bounds a step, and FastCNN at 512, where arithmetic does.
-    pairs, precisions = [("MnistCNN", 128), ("FastCNN", 512)], ["32-true", "bf16-mixed"]
-    grid = [(net, b, p) for net, b in pairs for p in precisions]
-    if check.dry:
-        grid = [("FastCNN", DRY_BATCH, "bf16-mixed")]
-    for net, batch, precision in grid:
-        name = f"{net}-{batch}-{precision}"
-        template = throughput(
-            check.fit(
-                name,
-                "fashion_mnist.yaml",
-                f"--model.net={net}",
-                f"--data.batch_size={batch}",
-                f"--trainer.precision={precision}",
-                "--trainer.max_epochs=2",
-            )
-        )
-        device = "cpu" if check.dry else "cuda"
-        loop = ["-m", "benchmarks.plain_loop", f"--root={check.root}", "--epochs=2", f"--device={device}"]
-        loop += [f"--batch-size={batch}", f"--net={net}", f"--precision={precision}"]
-        loop += [f"--val-size={DRY_VAL}"] if check.dry else []
-        _, text = check.child(loop)
-        bare = throughput(json.loads(text.strip().splitlines()[-1]))
-        figures = {"template img/s": template["img_per_s"], "bare img/s": bare["img_per_s"]}
-        figures["ratio"] = template["img_per_s"] / bare["img_per_s"]
-        rows.append((f"{net}, batch {batch}, {precision}", figures))
 
 
 def fashion_mnist_93(check: Check, rows: Rows) -> None:
@@ -222,16 +197,3 @@ def data_parallel(check: Check, rows: Rows) -> str | None:
         figures["fit s"] = r["fit_seconds"]
         rows.append((label, {**figures, "wall s": r["wall_seconds"]}))
     return None
-
-
-# Key (--parts), title, function, seconds on the GPU: 540 s, the wheels' install (about 30 s) within
-# one device command (600 s). Sized from an H200 and an H100 run (benchmarks/README.md): a template/bare
-# row 45 s, the 93 % preset 37 s, compile 69 s on the H200 and over 75 s on the H100, the photos over 60 s.
-PARTS = [
-    ("tests", "pytest -m gpu", gpu_tests, 100),
-    ("ratios", "template / bare loop", ratios, 190),
-    ("fm93", "configs/fashion_mnist_93.yaml", fashion_mnist_93, 45),
-    ("compile", "compile vs eager", compile_vs_eager, 90),
-    ("photos", "photos (benchmarks.photos)", photos, 75),
-    ("dp", "ddp, ddp_spawn and dp fits", data_parallel, 60),
-]

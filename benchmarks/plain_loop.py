@@ -1,8 +1,11 @@
 """The limit: a hand-written PyTorch loop over tensors already in memory, same model and recipe.
 
-``--net`` and ``--precision`` name the template's ``--model.net`` and ``--trainer.precision``
-(``bf16-mixed``: bf16 autocast around the forward and the loss, as Lightning's plugin does).
-Prints one JSON line: train seconds and samples per epoch, test accuracy.
+``--net``, ``--precision`` and ``--channels-last`` name the template's ``--model.net``,
+``--trainer.precision`` (``bf16-mixed``: bf16 autocast around the forward and the loss, as
+Lightning's plugin does) and ``--model.channels_last``. Epochs are timed as the template's are
+(:class:`EpochClock`: no wait for the device within an epoch). Prints one JSON line: train seconds
+and samples per epoch, test accuracy. ``--profile FILE``: instead, a few steps under the profiler
+(:class:`benchmarks.step_profile.StepWindow`), written to FILE.
 """
 
 import math
@@ -10,7 +13,7 @@ import math
 import torch
 from torch.nn import functional as F
 
-from benchmarks.common import arguments, now, report
+from benchmarks.common import EpochClock, arguments, report
 from data import FashionMNISTDataModule
 from data.batch_transforms import normalize
 from models import FastCNN, MnistCNN
@@ -22,6 +25,9 @@ def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--net", choices=sorted(NETS), default="MnistCNN")
     parser.add_argument("--precision", choices=("32-true", "bf16-mixed"), default="32-true")
+    parser.add_argument("--channels-last", action="store_true", help="the template's --model.channels_last")
+    parser.add_argument("--profile", metavar="FILE", help="profile a few steps into FILE, then stop")
+    parser.add_argument("--profile-steps", type=int, nargs=2, default=(30, 20), metavar=("WARMUP", "STEPS"))
     parser.add_argument("--val-size", type=split_size, default=5000, help="the template's --data.val_size")
     args = parser.parse_args()
     torch.manual_seed(42)
@@ -35,27 +41,39 @@ def main() -> None:
     train, test = (_tensors(split, device) for split in (dm.train_set, dm.test_set))
     mean, std = (torch.tensor(v, device=device) for v in (dm.mean, dm.std))
 
-    net = NETS[args.net]().to(device)
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    net = NETS[args.net]().to(device, memory_format=memory_format)
     bf16 = torch.autocast(device.type, torch.bfloat16, enabled=args.precision == "bf16-mixed")
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-3)
     steps = args.epochs * math.ceil(len(train[0]) / args.batch_size)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps, eta_min=0.001)
-    seconds = []
+    seconds, clock = [], EpochClock(device)
+    window = None
+    if args.profile:
+        from benchmarks.step_profile import StepWindow  # imports Lightning: only when asked
+
+        window = StepWindow(device, args.profile, *args.profile_steps)
     for _ in range(args.epochs):
-        start = now(device)
+        clock.start()
         net.train()
         for batch in torch.randperm(len(train[0]), device=device).split(args.batch_size):
+            if window is not None:
+                window.step_start()
+                if window.done:
+                    return
             with bf16:
-                loss = F.cross_entropy(net(normalize(train[0][batch], mean, std)), train[1][batch])
+                x = normalize(train[0][batch], mean, std).contiguous(memory_format=memory_format)
+                loss = F.cross_entropy(net(x), train[1][batch])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             schedule.step()
-        seconds.append(now(device) - start)
+            clock.step_done()
+        seconds.append(clock.seconds())
     net.eval()
     with torch.no_grad(), bf16:
         correct = sum(
-            (net(normalize(x, mean, std)).argmax(1) == y).sum().item()
+            (net(normalize(x, mean, std).contiguous(memory_format=memory_format)).argmax(1) == y).sum().item()
             for x, y in zip(test[0].split(1000), test[1].split(1000), strict=True)
         )
     report(seconds, len(train[0]), correct / len(test[0]))

@@ -6,6 +6,9 @@ setting), timed over the steps after the first ``--warmup`` (start-up and the fi
 
 - bare: a hand-written PyTorch loop;
 - lightning: Lightning's Trainer, logger, progress bar, checkpointing and summary off;
+- lightning with its own defaults: the same module logging its loss each step (``self.log``), in
+  Lightning's Trainer as it comes (its default logger, ModelCheckpoint, ModelSummary) with its TQDM
+  bar (its default where Rich is not installed; with Rich it picks its Rich bar);
 - lightning, our model and data: the same Trainer fitting ``ImageClassifier`` on
   ``FashionMNISTDataModule`` (the template's recipe and loader, no ``app/``);
 - template, features off: ``app.cli.main(["fit", ...])`` with the logger, progress bar, summary,
@@ -99,7 +102,7 @@ def bare(args: argparse.Namespace, resident: list) -> float:
     return (time.perf_counter() - start) / (len(resident) - args.warmup) * 1e6
 
 
-def lightning(args: argparse.Namespace, resident: list) -> float:
+def lightning(args: argparse.Namespace, resident: list, defaults: bool = False) -> float:
     from lightning import LightningModule
 
     class Module(LightningModule):
@@ -109,13 +112,20 @@ def lightning(args: argparse.Namespace, resident: list) -> float:
 
         def training_step(self, batch, batch_idx):
             x, y = batch
-            return F.cross_entropy(self.net(x), y)
+            loss = F.cross_entropy(self.net(x), y)
+            if defaults:
+                self.log("train/loss", loss)
+            return loss
 
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-3)
 
     # A list would be read as several loaders: a plain iterable of the same batches.
-    return lightning_fit(args, len(resident), Module(), train_dataloaders=Iterable(resident))
+    return lightning_fit(args, len(resident), Module(), defaults, train_dataloaders=Iterable(resident))
+
+
+def lightning_defaults(args: argparse.Namespace, resident: list) -> float:
+    return lightning(args, resident, defaults=True)
 
 
 def lightning_ours(args: argparse.Namespace, resident: list) -> float:
@@ -134,19 +144,23 @@ def lightning_ours(args: argparse.Namespace, resident: list) -> float:
     return lightning_fit(args, len(resident), model, datamodule=data)
 
 
-def lightning_fit(args: argparse.Namespace, steps: int, model, **data) -> float:
+def lightning_fit(args: argparse.Namespace, steps: int, model, defaults: bool = False, **data) -> float:
     from lightning import Trainer
+    from lightning.pytorch.callbacks import TQDMProgressBar
 
     off = {"logger": False, "enable_progress_bar": False, "enable_checkpointing": False}
-    trainer = Trainer(
-        **off,
-        enable_model_summary=False,
-        max_steps=steps,
-        accelerator="cpu",
-        devices=1,
-        callbacks=[StepClock(args.warmup)],
-    )
-    trainer.fit(model, **data)
+    off["enable_model_summary"] = False
+    clock = [StepClock(args.warmup), *([TQDMProgressBar()] if defaults else [])]
+    with tempfile.TemporaryDirectory() as folder:  # where the defaults' logger and checkpoints write
+        trainer = Trainer(
+            **({} if defaults else off),
+            default_root_dir=folder,
+            max_steps=steps,
+            accelerator="cpu",
+            devices=1,
+            callbacks=clock,
+        )
+        trainer.fit(model, **data)
     return MEASURED.pop()
 
 
@@ -202,6 +216,7 @@ def template_off(args: argparse.Namespace, resident: list) -> float:
 ROWS = {
     "bare": bare,
     "lightning": lightning,
+    "lightning with its own defaults": lightning_defaults,
     "lightning, our model and data": lightning_ours,
     "template, features off": template_off,
     "template": template,

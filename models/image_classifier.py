@@ -14,10 +14,12 @@ from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 from torchvision.transforms import v2
 
+from models import cuda_graphs as cuda_graphs_
 from models import init_from as weights_file
 from models import optimization
 from models.errors import ModelError
 from models.freezing import Freezing
+from models.log_step_read import LogStepRead
 from models.metrics import macro_metrics
 from models.nets.net import Net
 from models.schedules import RightOpenUnitInterval, SchedulerCallable
@@ -74,6 +76,9 @@ class ImageClassifier(LightningModule):
         channels_last: keep weights and inputs in NHWC memory order (faster convolutions on
             recent GPUs and CPUs).
         compile: ``torch.compile`` the network in place (checkpoint keys unchanged).
+        cuda_graphs: capture the network's training forward and backward as CUDA graphs and replay
+            them (``torch.compile`` mode ``reduce-overhead``): one launch a step, not one a kernel. One
+            CUDA device, full batches (an epoch's last, smaller one runs eagerly); checked before fit.
         init_from: a checkpoint of another run, a state_dict or a torchvision/timm weights file: every
             tensor whose name and shape match is loaded (a new run: new optimizer and schedule).
         freeze: ``backbone`` (all but the classifier) or fnmatch patterns of parameter or module
@@ -98,6 +103,7 @@ class ImageClassifier(LightningModule):
         cutmix_alpha: PositiveFloat | None = None,
         channels_last: bool = False,
         compile: bool = False,
+        cuda_graphs: bool = False,
         init_from: str | None = None,
         freeze: list[str] | str | None = None,
         unfreeze_at_epoch: NonNegativeInt | None = None,
@@ -136,6 +142,7 @@ class ImageClassifier(LightningModule):
         self.net = net.to(memory_format=self.memory_format)
         if compile:
             self.net.compile()
+        self.graphed = cuda_graphs_.GraphedNet(self.net) if cuda_graphs else None
         self.loss = nn.CrossEntropyLoss()
         # Not saved: checkpoints of runs with and without class weights hold the same tensors.
         weights = torch.tensor(class_weights) if isinstance(class_weights, list) else None
@@ -148,6 +155,8 @@ class ImageClassifier(LightningModule):
         self.mix = v2.RandomChoice(mixes) if len(mixes) > 1 else mixes[0] if mixes else None
         self.resumed_plan: dict[str, int] | None = None  # the lr schedule a resumed run had planned
         self.unlogged_loss: Tensor | None = None  # an epoch's last loss, when not logged at its step
+        # What logging steps read on the host (the loss; callbacks such as the NaN stop add theirs).
+        self.log_step_read = LogStepRead()
         # What the network was trained on (classes, input size, normalization), kept in checkpoints.
         self.data_card: dict | None = None
 
@@ -158,15 +167,27 @@ class ImageClassifier(LightningModule):
         x, y = batch
         if self.mix is not None:
             x, y = self.mix(x, y)  # y: each image's share of each class
+        logits = (
+            self(x) if self.graphed is None else self.graphed(x.contiguous(memory_format=self.memory_format))
+        )
         loss = nn.functional.cross_entropy(
-            self(x), y, weight=self.class_weight, label_smoothing=self.hparams.label_smoothing
+            logits, y, weight=self.class_weight, label_smoothing=self.hparams.label_smoothing
         )
         if is_log_step(self.trainer):
-            # Not prog_bar=True: Lightning would then read it (a GPU sync) at every step after this one.
-            self.log("train/loss", loss)
+            self.log_step_read.want(loss, self._log_loss)  # read after the optimizer step
         elif batch_idx + 1 == self.trainer.num_training_batches:
             self.unlogged_loss = loss.detach()  # see on_train_epoch_end
         return loss
+
+    def optimizer_step(self, *args, **kwargs) -> None:
+        super().optimizer_step(*args, **kwargs)
+        # Once the step's work is queued: a logging step's one wait for the device, none between them.
+        self.log_step_read.read()
+
+    def _log_loss(self, values: list[float]) -> None:
+        # A host tensor: the loggers and the progress bar read it without waiting for the device. Not
+        # prog_bar=True: Lightning would then read it at every step after this one.
+        self.log("train/loss", torch.tensor(values[0]))
 
     def on_train_epoch_end(self) -> None:
         # ``self.log`` costs about half a millisecond of CPU per call, so train/loss is logged at the
@@ -213,6 +234,8 @@ class ImageClassifier(LightningModule):
         return {"preds": logits.argmax(dim=1)}
 
     def setup(self, stage: str) -> None:
+        if stage == "fit" and self.graphed is not None:
+            cuda_graphs_.check(self.trainer, self.hparams.compile)
         data = self.trainer.datamodule
         shape = getattr(data, "in_channels", None), getattr(data, "image_size", None)
         if stage == "fit" and self.example_input_array is None and all(shape) and not self.hparams.compile:

@@ -10,8 +10,12 @@ import pytest
 import torch
 from helpers.cli import ROOT
 
-from benchmarks.gpu_check import run
-from benchmarks.gpu_parts import PARTS, Check, torch_below_floor
+from benchmarks.gpu_check import PARTS, run
+from benchmarks.gpu_parts import Check, torch_below_floor
+
+# Parts that need CUDA, skipped on CPU (the tests' parts still list their skipped tests).
+NEED_CUDA = {"pytest -m gpu": "skipped: no CUDA", "pytest, host syncs and CUDA graphs": "skipped: no CUDA"}
+NEED_CUDA["cuda graphs / hand-written loop"] = "skipped: CUDA graphs need CUDA"
 
 
 # Starts a child process per run of the check, one after the other; among the long tests.
@@ -27,24 +31,47 @@ def test_the_dry_run_measures_every_part_and_writes_the_table_and_the_json(tmp_p
     parts = {part["part"]: part for part in record["parts"]}
     assert list(parts) == [title for _, title, _, _ in PARTS]
     for title, part in parts.items():
-        if title == "pytest -m gpu" and not torch.cuda.is_available():
-            assert part["status"] == "skipped: no CUDA", part
-        else:
-            assert part["status"] == "ok", part
-        assert part["rows"] and part["seconds"] > 0, part
+        skipped = title in NEED_CUDA and not torch.cuda.is_available()
+        assert part["status"] == (NEED_CUDA[title] if skipped else "ok"), part
+        assert (part["rows"] or title == "cuda graphs / hand-written loop") and part["seconds"] > 0, part
         for row in part["rows"]:
             figures = row["figures"].values()
-            assert figures and all(isinstance(v, int | float) and math.isfinite(v) for v in figures), row
+            # n/a: what only CUDA measures (the profile's kernel time, GPU ops, syncs).
+            numbers = [v for v in figures if v != "n/a"]
+            assert numbers and all(isinstance(v, int | float) and math.isfinite(v) for v in numbers), row
+
+    # The template against the loop: medians of interleaved rounds, each variant's ratio to the loop.
+    ratios = {
+        row["row"].split(": ")[1]: row["figures"] for row in parts["template / hand-written loop"]["rows"]
+    }
+    assert set(ratios) == {
+        "hand-written loop",
+        "template as users run it",
+        "template, periodic checkpoint off",
+    }
+    assert all(f["rounds"] == 2 and f["img/s"] > 0 for f in ratios.values())
+    assert ratios["template as users run it"]["min"] <= ratios["template as users run it"]["/ loop"]
+    # The profile: a row per loop, its top CPU rows as a table, a trace of each.
+    profile = parts["step profile"]
+    assert [row["row"].split(": ")[1] for row in profile["rows"]] == [
+        "template as users run it",
+        "hand-written loop",
+    ]
+    assert all(row["figures"]["step p50 ms"] > 0 for row in profile["rows"])
+    assert [len(table["rows"]) for table in profile["tables"]] == [8, 8]
+    assert len(list(out.glob("profile-*.trace.json.gz"))) == 2
 
     # One progress line per part, in order; the table has a line for each row.
     progress = [line for line in done.stdout.splitlines() if line.startswith("[")]
     assert [line.split("] ", 1)[1].split(": ")[0] for line in progress] == list(parts)
-    table = (out / "gpu-check.md").read_text()
+    table, *tables = (out / "gpu-check.md").read_text().split("\n\n")[1:]
     for part in parts.values():
         for row in part["rows"]:
             assert f"| {row['row']} |" in table
     lines = [line for line in table.splitlines() if line.startswith("|")]
-    assert len(lines) == 2 + sum(len(part["rows"]) for part in parts.values())  # header, rule, rows
+    # Header, rule, rows; a part without rows has one line.
+    assert len(lines) == 2 + sum(max(1, len(part["rows"])) for part in parts.values())
+    assert "| aten::" in "".join(tables)  # the profile's tables follow
 
 
 def test_a_part_that_fails_or_runs_out_of_time_is_reported_and_the_next_one_runs(tmp_path):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 import torch
-from helpers.cli import check, logged, run_folder, run_process
+from helpers.cli import callback, check, logged, run_folder, run_process
 from lightning import Trainer
 
 from data import MNISTDataModule
@@ -62,6 +62,19 @@ def test_mixed_precision_and_compile_train_like_fp32(mnist_root, tmp_path):
         assert all(w.dtype != torch.float16 and w.dtype != torch.bfloat16 for w in state.values())
     assert accuracy["fp32"] > 0.5  # chance is 0.1
     assert all(abs(acc - accuracy["fp32"]) <= 0.1 for acc in accuracy.values())
+
+
+def test_no_host_sync_between_logging_steps_and_one_at_most_at_each(mnist_root, tmp_path):
+    """Any sync between two logging steps fails the fit (set_sync_debug_mode "error"); a logging
+    step's syncs, counted, are the model's one read, after backward."""
+    guard = tmp_path / "syncs.json"
+    args = [f"--data.root={mnist_root}", "--data.batch_size=16", "--trainer.log_every_n_steps=5"]
+    args += ["--last_checkpoint.every_n_steps=0", "--trainer.enable_progress_bar=true"]
+    fit(tmp_path, "syncs", *args, callback("helpers.sync_guard.SyncGuard", file=str(guard)))
+    record = json.loads(guard.read_text())
+    assert record["checked"] >= 20  # steps run in error mode, each between two logging steps
+    assert record["syncs"] and max(record["syncs"].values()) <= 1, record["syncs"]
+    assert set(record["before_backward"].values()) == {0}, record["before_backward"]
 
 
 def test_fast_preset_reaches_91_percent(fashion_mnist, tmp_path):

@@ -26,11 +26,13 @@ class ImagesPerSecond(ProgressColumn):
 
 
 class ThrottledRichProgressBar(RichProgressBar):
-    """A :class:`RichProgressBar` that reads the metrics only when it redraws, and shows images/s.
+    """A :class:`RichProgressBar` that redraws every ``refresh_rate`` steps, reads the metrics it
+    shows at the steps Lightning logs only, and shows images/s.
 
     Lightning's bar reads them at every step (Lightning-AI/pytorch-lightning issue 20300), as it
     reads every value logged with ``prog_bar=True``: each read of a logged tensor waits for the GPU.
-    ``metrics`` are logged without it and read here, at redraws only.
+    ``metrics`` are logged without it and read here when they were just logged (the template's loss
+    is then a host value already); a redraw shows them as last read.
 
     Args:
         refresh_rate: steps between redraws.
@@ -43,11 +45,12 @@ class ThrottledRichProgressBar(RichProgressBar):
     ) -> None:
         super().__init__(refresh_rate=refresh_rate, **kwargs)
         self.metrics = list(metrics)
+        self.values: dict[str, float] = {}  # as read at the last logging step
+        self.read_at = -1
 
     def get_metrics(self, trainer: Trainer, pl_module: LightningModule) -> dict[str, Any]:
         shown = super().get_metrics(trainer, pl_module)
-        logged = trainer.callback_metrics
-        shown.update({key: float(logged[key]) for key in self.metrics if key in logged and key not in shown})
+        shown.update({key: value for key, value in self.values.items() if key not in shown})
         return shown
 
     def configure_columns(self, trainer: Trainer) -> list:
@@ -59,6 +62,11 @@ class ThrottledRichProgressBar(RichProgressBar):
         return [speed if isinstance(c, ProcessingSpeedColumn) else c for c in columns]
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx):
+        every, step = trainer.log_every_n_steps, trainer.global_step
+        if every and step % every == 0 and step != self.read_at:  # a step just logged
+            logged = trainer.callback_metrics
+            self.values.update({key: float(logged[key]) for key in self.metrics if key in logged})
+            self.read_at = step
         done = batch_idx + 1
         if done % self.refresh_rate == 0 or done == self.total_train_batches:
             super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)

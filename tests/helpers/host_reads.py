@@ -11,7 +11,8 @@ READS = ("item", "tolist", "__bool__", "__float__", "__int__")
 
 
 class HostReads(Callback):
-    """Writes ``FILE``: for each training batch index that read a tensor's value, how many reads.
+    """Writes ``FILE``: for each training batch index that read a tensor's value, the methods that read,
+    one name a read.
 
     The reads are counted from one ``on_train_batch_start`` to the next, so a batch's count holds
     everything Lightning, the model and the callbacks did for it, logging included.
@@ -26,7 +27,7 @@ class HostReads(Callback):
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         for name, original in self.originals.items():
-            setattr(torch.Tensor, name, self._counting(original))
+            setattr(torch.Tensor, name, self._counting(name, original))
 
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx: int):
         self.batch = batch_idx
@@ -38,10 +39,10 @@ class HostReads(Callback):
         for name, original in self.originals.items():
             setattr(torch.Tensor, name, original)
 
-    def _counting(self, original):
+    def _counting(self, name: str, original):
         def read(tensor, *args, **kwargs):
             if self.batch is not None:
-                self.reads[self.batch] = self.reads.get(self.batch, 0) + 1
+                self.reads.setdefault(self.batch, []).append(name)
             return original(tensor, *args, **kwargs)
 
         return read

@@ -1,4 +1,5 @@
-"""The CLI's progress bar reads the logged metrics (a GPU sync) only when it redraws."""
+"""The CLI's progress bar redraws (and asks for the metrics) every ``refresh_rate`` steps only, and
+shows the loss as last logged (read on the host at logging steps only: tests/app/test_host_reads.py)."""
 
 import pytest
 from lightning import Trainer
@@ -42,7 +43,7 @@ def fit(bar: RichProgressBar, mnist_root, tmp_path, **limits) -> Trainer:
 
 
 @pytest.mark.parametrize(("bar_class", "most_reads"), [(ThrottledRichProgressBar, 5), (RichProgressBar, 21)])
-def test_metrics_are_read_at_redraws_only(bar_class, most_reads, mnist_root, tmp_path):
+def test_metrics_are_asked_for_at_redraws_only(bar_class, most_reads, mnist_root, tmp_path):
     bar = counting(bar_class)
     fit(bar, mnist_root, tmp_path, max_epochs=1, limit_train_batches=20)
     assert bar.completed == 20  # the bar still ends full
