@@ -97,7 +97,7 @@ class HoldOnce(Callback):
         self.flag, self.done = Path(flag), Path(f"{flag}.done")
         setattr(self, hook, self.hold)
 
-    def hold(self, *_) -> None:
+    def hold(self, *_, **__) -> None:
         if self.done.exists():
             return
         self.done.touch()
