@@ -56,9 +56,7 @@ class CLI(LightningCLI):
                 sys.exit(128 + (signal.SIGINT if ctrl_c else signal.SIGTERM))
             unreachable = getattr(getattr(self, "datamodule", None), "unreachable", None)
             if unreachable is not None:  # its own on_exception asked the store: gone
-                fail(
-                    f"{unreachable}: it stopped answering mid-run; once it is back, {resume_with(self.given)}"
-                )
+                fail(f"{unreachable}: it stopped answering mid-run; {self.rerun()}")
             raise
         finally:
             finish_wandb()
@@ -226,12 +224,26 @@ class CLI(LightningCLI):
             summary.append(f"latest checkpoint {Path(best.best_model_path).name} (no --checkpoint.monitor)")
         if self.tests_after_fit and not self.trainer.interrupted:
             ckpt = best.best_model_path if best is not None and best.best_model_path else "last"
+            self.final_test = last_of(self.run.folder) if ckpt == "last" else ckpt
             results = self.trainer.test(
                 self.model, datamodule=self.datamodule, ckpt_path=ckpt, weights_only=False
             )
             if results and "test/acc" in results[0]:
                 summary.append(f"test/acc {results[0]['test/acc']:.4f}")
         rank_zero_info(f"done: {', '.join([*summary, f'run folder {self.run.folder}'])}")
+
+    def rerun(self) -> str:
+        """What to run once the data is back after a run failed mid-way: a fit's resume, the test alone
+        of a fit whose training is done, or the same validate, test or predict."""
+        if self.subcommand != "fit":
+            return f"once it is back, run it again: {shlex.join(['python', '-m', 'app', *self.given])}"
+        if getattr(self, "final_test", None) is None:
+            return f"once it is back, {resume_with(self.given)}"
+        test = shlex.join(["python", "-m", "app", "test", "--ckpt_path", str(self.final_test)])
+        return (
+            "training is complete (its checkpoints kept), only the test after it could not read the "
+            f"test split; once it is back, test with: {test}"
+        )
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:

@@ -104,7 +104,8 @@ class StreamingDataModule(LightningDataModule):
             (each fold its own shards), anything else is refused. None: the shards' split as written.
         fold: with ``folds``, the fold validated on, 0 to ``folds - 1``.
         cache_dir: where LitData keeps the chunks it downloaded from S3; None: its default.
-        timeout: seconds to wait for the S3 endpoint before giving up with an error.
+        timeout: seconds a request to the S3 endpoint waits for its answer; one that gets none ends
+            the run with an error, at any stage (LitData's reads are tried 3 times).
     """
 
     predict_id_name = "index"
@@ -244,19 +245,19 @@ class StreamingDataModule(LightningDataModule):
         """The LitData data set of ``split``; shuffled each epoch for training."""
         if split not in self.side["splits"]:
             raise DatasetNotFoundError(f"the shards in {self.root} have no {split} split")
-        remote = Location(self.root).remote
-        if not remote:
-            check_chunks(Location(self.root).join(split))  # before the first step, not in the middle
-        options = {"storage_options": {}, "cache_dir": self.cache_dir} if remote else {}
+        location = Location(self.root, self.timeout)
+        if not location.remote:
+            check_chunks(location.join(split))  # before the first step, not in the middle
+        options = {"storage_options": location.litdata_options(), "cache_dir": self.cache_dir}
         return make_shards(
-            Location(self.root).join(split),
+            location.join(split),
             shuffle=train,
             seed=self.seed,
             # Evaluation counts every sample once, however unevenly they fall on the ranks.
             drop_last=None if train else False,
             transform=self.transform(train),
             grey=self.in_channels == 1,
-            **options,
+            **(options if location.remote else {}),
         )
 
     def setup(self, stage: str) -> None:

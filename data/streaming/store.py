@@ -2,8 +2,9 @@
 
 S3 settings come the standard way, from the AWS variables and files boto3 reads (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``, ``AWS_PROFILE`` ...), for the checks here and for LitData.
-The checks ask the server with short timeouts and one attempt: LitData's own client retries for
-minutes, so an endpoint that does not answer would look like a hang.
+The checks ask the server with short timeouts and one attempt, and LitData's client gets short timeouts
+and a few attempts (:meth:`Location.litdata_options`): its own default retries for minutes (1,000
+adaptive attempts), so an endpoint that does not answer would look like a hang.
 """
 
 import json
@@ -74,17 +75,23 @@ class Location:
     def key(self, name: str) -> str:
         return f"{self.prefix}/{name}" if self.prefix else name
 
+    def config(self, attempts: int = 1) -> Any:
+        """boto3's client settings: each request waits ``timeout`` at most, tried ``attempts`` times."""
+        from botocore.config import Config
+
+        retries = {"mode": "standard", "total_max_attempts": attempts}
+        return Config(connect_timeout=self.timeout, read_timeout=self.timeout, retries=retries)
+
+    def litdata_options(self) -> dict[str, Any]:
+        """LitData's ``storage_options`` (the keywords of its boto3 client): a request that fails is
+        tried 3 times (S3's occasional 503), and a dead endpoint ends the read within seconds."""
+        return {"config": self.config(attempts=3)}
+
     # S3: one client with short timeouts; its errors are told apart by type and error code.
     def client(self) -> Any:
         import boto3
-        from botocore.config import Config
 
-        config = Config(
-            connect_timeout=self.timeout,
-            read_timeout=self.timeout,
-            retries={"total_max_attempts": 1},
-        )
-        return boto3.session.Session().client("s3", config=config)
+        return boto3.session.Session().client("s3", config=self.config())
 
     def s3_call(self, call: str, **kwargs: Any) -> Any:
         """``client.CALL(**kwargs)``; what the user can fix (no bucket, keys, endpoint) as a DataError."""

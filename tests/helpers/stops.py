@@ -82,3 +82,25 @@ class KillAt(Callback):
         first = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
         if first and trainer.global_step == self.step and trainer.global_rank == self.rank:
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class HoldOnce(Callback):
+    """Holds the run at ``hook`` until the test deletes ``flag``, made there: the test acts at that
+    point (kills a server). Once only: a run that finds ``flag.done`` passes.
+
+    Args:
+        hook: the Callback hook to hold at (``on_train_end``, ``on_predict_start`` ...).
+        flag: the file made at the hook.
+    """
+
+    def __init__(self, hook: str, flag: str) -> None:
+        self.flag, self.done = Path(flag), Path(f"{flag}.done")
+        setattr(self, hook, self.hold)
+
+    def hold(self, *_, **__) -> None:
+        if self.done.exists():
+            return
+        self.done.touch()
+        self.flag.touch()
+        while self.flag.exists():
+            time.sleep(0.05)
