@@ -7,8 +7,9 @@ against the hand-written loop, timed alike in interleaved rounds (MnistCNN at ba
 tests of the step (host syncs, CUDA graphs), all of ``pytest -m gpu``, ``configs/fashion_mnist_93.yaml``,
 ``--model.compile true`` against eager, the photo pipelines on the GPU, and 1-process ``ddp`` and
 ``ddp_spawn`` fits and a ``dp`` fit (``benchmarks/gpu_parts.py``). Each part has its own time limit;
-one that fails or runs out of time is reported and the next one runs. ``--dry`` runs every part on CPU at tiny sizes, on
-tiny random data (tests/test_gpu_check.py, in CI; ``--root`` is not read). After each part,
+one that fails or runs out of time is reported and the next one runs. ``--dry`` runs every part on
+CPU at tiny sizes, on tiny random data (tests/test_gpu_check.py, in CI; ``--root`` is not read). After
+each part,
 ``OUT/gpu-check.md`` (Markdown tables for benchmarks/README.md) and ``OUT/gpu-check.json`` (the
 machine, every part's status, seconds, figures and tables) are written anew; the profile's traces
 go to OUT too.
