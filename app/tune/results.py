@@ -3,7 +3,6 @@
 import csv
 import io
 import json
-import os
 import sys
 import warnings
 from pathlib import Path
@@ -12,8 +11,9 @@ import optuna
 import yaml
 from optuna.trial import FrozenTrial, TrialState
 
+from app.tune.report import replace
 from app.tune.space import Space
-from app.tune.study import ERROR, RESUMES, RUN, SURPLUS
+from app.tune.study import ERROR, HOST, RESUMES, RUN, SURPLUS
 
 REPORT = "app.tune.report.TrialReport"
 
@@ -28,13 +28,6 @@ def fit_value(channel: Path) -> float | None:
 
 def keep_fit_value(channel: Path, value: float) -> None:
     replace(channel / "result.json", json.dumps({"value": value}) + "\n")
-
-
-def replace(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all (several tune processes may write it)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    temporary.write_text(text)
-    os.replace(temporary, path)
 
 
 def write(study: optuna.Study, folder: Path, space: Space, base) -> None:
@@ -83,6 +76,11 @@ def best_config(best: FrozenTrial, folder: Path, base) -> None:
     run = folder / best.user_attrs[RUN]
     found = sorted(run.glob("version_*/config.yaml")) or sorted(run.glob("fold-0/version_*/config.yaml"))
     if not found:
+        host = best.system_attrs.get(HOST, "another machine")
+        print(
+            f"best: trial {best.number}'s run {run} is on {host}, not seen here: no best.yaml",
+            file=sys.stderr,
+        )
         return
     config = yaml.safe_load(found[-1].read_text())
     trainer = config.get("trainer", {})

@@ -53,7 +53,9 @@ def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
     space = tmp_path / "space.yaml"
     parameters = {"model.optimizer.lr": {"distribution": "log_uniform_values", "min": 0.005, "max": 0.05}}
     space.write_text(
-        yaml.safe_dump({"method": "random", "metric": {"name": "val/acc"}, "parameters": parameters})
+        yaml.safe_dump(
+            {"method": "random", "metric": {"name": "val/acc", "goal": "maximize"}, "parameters": parameters}
+        )
     )
     name = f"shared-{kind}"
     tune = app_command(
@@ -134,7 +136,10 @@ def test_a_trial_whose_machine_went_silent_is_taken_over(postgres, mnist_root, t
     space = tmp_path / "space.yaml"
     space.write_text(
         yaml.safe_dump(
-            {"metric": {"name": "val/acc"}, "parameters": {"model.optimizer.lr": {"values": [0.02, 0.03]}}}
+            {
+                "metric": {"name": "val/acc", "goal": "maximize"},
+                "parameters": {"model.optimizer.lr": {"values": [0.02, 0.03]}},
+            }
         )
     )
     made = optuna.create_study(study_name="silent", storage=postgres.url, direction="maximize")
