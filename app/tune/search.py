@@ -30,6 +30,7 @@ from app.tune.study import (
     SURPLUS,
     Heartbeat,
     StorageGone,
+    Watch,
     fresh,
     open_storage,
     past_count,
@@ -156,10 +157,11 @@ class Tune:
             disable=not sys.stderr.isatty(),
         )
         task = bar.add_task("trials", total=self.count)
+        watch = Watch()
         try:
             bar.start()
             while True:
-                take_over(study, storage)
+                take_over(study, storage, watch)
                 trials = study.get_trials(deepcopy=False)
                 bar.update(task, completed=len([t for t in fresh(trials) if t.state.is_finished()]))
                 queued = any(t.state == TrialState.WAITING for t in trials)

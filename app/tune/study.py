@@ -2,9 +2,9 @@
 
 Several ``tune`` processes (on one machine or many) share one study and finish exactly the trials asked
 for: each trial claims a number from the storage, a number past the count is never run. A trial whose
-tune process is gone (its pid dead on this machine, or no heartbeat for ``GRACE`` seconds) is failed by
-whichever process sees it first (the storage lets only one) and queued again with the same values, to
-resume from its ``last.ckpt``.
+tune process is gone (its pid dead on this machine, or its heartbeat silent for ``GRACE`` seconds) is
+failed by whichever process sees it first (the storage lets only one) and queued again with the same
+values, to resume from its ``last.ckpt``.
 """
 
 import abc
@@ -144,20 +144,28 @@ def past_count(study: optuna.Study, trial: optuna.Trial, count: int) -> bool:
     return trial.number not in numbers[:count]
 
 
-def dead(trial: FrozenTrial, now: float) -> bool:
-    """Whether a RUNNING trial's tune process is gone."""
-    attrs = trial.system_attrs
-    if HOST not in attrs:  # claimed a moment ago, not yet marked
-        return now - trial.datetime_start.timestamp() > GRACE
-    if attrs[HOST] == socket.gethostname() and not alive(attrs[PID]):
-        return True
-    return now - attrs.get(BEAT, 0) > GRACE
+class Watch:
+    """Takes a RUNNING trial's tune process for gone: its pid dead on this machine, or its heartbeat's mark
+    unchanged in the storage for ``GRACE`` seconds of this process's clock (no two machines' clocks are
+    compared). A trial first seen now is watched from now."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[object, float]] = {}  # trial number -> (its mark, when it was first seen)
+
+    def dead(self, trial: FrozenTrial) -> bool:
+        attrs, now = trial.system_attrs, time.monotonic()
+        if attrs.get(HOST) == socket.gethostname() and PID in attrs and not alive(attrs[PID]):
+            return True
+        mark = (attrs.get(HOST), attrs.get(PID), attrs.get(BEAT))  # all None: claimed, not yet marked
+        if trial.number not in self.seen or self.seen[trial.number][0] != mark:
+            self.seen[trial.number] = (mark, now)
+        return now - self.seen[trial.number][1] > GRACE
 
 
-def take_over(study: optuna.Study, storage: BaseStorage) -> list[int]:
+def take_over(study: optuna.Study, storage: BaseStorage, watch: Watch) -> list[int]:
     """Queue again every RUNNING trial whose tune process is gone; returns their numbers."""
-    now = time.time()
-    gone = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if dead(t, now)]
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    gone = [t for t in running if watch.dead(t)]
     why = "its tune process ended; queued to resume"
     return [t.number for t in gone if requeue(study, storage, t, why)]
 
