@@ -77,15 +77,16 @@ class Tune:
             return study, storage
         keys = differing(kept, self.settings)
         shown = ", ".join(keys[:4]) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
+        shown += " differs" if len(keys) == 1 else " differ"
         where = self.options.storage or self.folder / "study.db"
         if self.options.study_name:
             raise UsageError(
-                f"the study {self.name} in {where} tunes other settings ({shown} differ); give another "
+                f"the study {self.name} in {where} tunes other settings ({shown}); give another "
                 "--tune.study_name, or none for a study named after these settings"
             )
         derived = f"{self.name}-{digest(self.settings)}"
         print(
-            f"tune: the study {self.name} tunes other settings ({shown} differ): this is study {derived}",
+            f"tune: the study {self.name} tunes other settings ({shown}): this is study {derived}",
             file=sys.stderr,
         )
         self.name, self.folder = derived, self.base.root / "tune" / derived

@@ -74,7 +74,7 @@ def test_a_rerun_with_other_fit_settings_is_a_study_of_its_own(mnist_root, tmp_p
     check(other)
     said = [line for line in other.stderr.splitlines() if "tunes other settings" in line]
     assert len(said) == 1 and said[0].startswith(
-        "tune: the study space tunes other settings (trainer.max_epochs differ): this is study space-"
+        "tune: the study space tunes other settings (trainer.max_epochs differs): this is study space-"
     )
     derived = said[0].rsplit(" ", 1)[1]
     # Its own trial, run with its own settings (not the first study's result reported).

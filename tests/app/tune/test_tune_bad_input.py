@@ -92,7 +92,7 @@ def test_a_storage_that_refuses_or_is_not_there(mnist_root, tmp_path):
 
 def test_a_study_named_for_other_settings(mnist_root, tmp_path):
     """A study keeps the settings it tunes: a rerun with others, under the same --tune.study_name, is refused
-    naming the keys that differ (without the name: a study of its own, tests/app/tune/test_study.py)."""
+    naming the keys that differ (without the name: a study of its own, tests/app/tune/test_trial_life.py)."""
     storage = f"sqlite:///{tmp_path / 'shared.db'}"
     given = [f"--data.root={mnist_root}", f"--tune.storage={storage}", "--tune.study_name=mine"]
     settings = tuned(tmp_path, [*given, "--trainer.max_epochs=3"]).settings
