@@ -15,8 +15,8 @@ from rich.progress import Progress, TimeElapsedColumn
 
 from app.errors import UsageError
 from app.tune import results
-from app.tune.draws import PerTrial, reseeded
-from app.tune.identity import IDENTITY, differing, digest, identity
+from app.tune.identity import identity
+from app.tune.opening import open_study
 from app.tune.options import Options
 from app.tune.probe import Base, probe
 from app.tune.space import Space, load
@@ -32,10 +32,8 @@ from app.tune.study import (
     StorageGone,
     Watch,
     fresh,
-    open_storage,
     past_count,
     requeue,
-    sqlite_elsewhere,
     take_over,
 )
 from app.tune.trial import Fit, Stopped, fit_command, run_fit
@@ -69,79 +67,9 @@ class Tune:
         self.started = time.monotonic()
         self.errors: list[str | None] = []  # how this process's trials ended: None where they did not fail
 
-    def open(self) -> tuple[optuna.Study, optuna.storages.BaseStorage]:
-        """The study of these settings: the one named, else (the default name taken by other settings) one
-        of a name derived from them."""
-        study, storage, kept = self.study()
-        if kept is None or kept == self.settings:
-            return study, storage
-        keys = differing(kept, self.settings)
-        shown = ", ".join(keys[:4]) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
-        shown += " differs" if len(keys) == 1 else " differ"
-        where = self.options.storage or self.folder / "study.db"
-        if self.options.study_name:
-            raise UsageError(
-                f"the study {self.name} in {where} tunes other settings ({shown}); give another "
-                "--tune.study_name, or none for a study named after these settings"
-            )
-        derived = f"{self.name}-{digest(self.settings)}"
-        print(
-            f"tune: the study {self.name} tunes other settings ({shown}): this is study {derived}",
-            file=sys.stderr,
-        )
-        self.name, self.folder = derived, self.base.root / "tune" / derived
-        study, storage, kept = self.study()
-        if kept is not None and kept != self.settings:
-            raise UsageError(f"the study {self.name} in {where} tunes other settings; give --tune.study_name")
-        return study, storage
-
-    def study(self) -> tuple[optuna.Study, optuna.storages.BaseStorage, dict | None]:
-        """The study ``self.name``, made by the first process that asks (which queues the config's own values
-        first); the settings it was made with where it was there already."""
-        if self.options.storage is None:
-            self.folder.mkdir(parents=True, exist_ok=True)
-        storage = open_storage(self.options.storage, self.folder)
-        user = self.options.sampler
-        sampler = PerTrial(reseeded(user), self.base.seed) if user else self.space.sampler(self.base.seed)
-        pruner = self.options.pruner or self.space.pruner()
-        try:
-            study = optuna.create_study(
-                storage=storage,
-                study_name=self.name,
-                direction=self.space.direction,
-                sampler=sampler,
-                pruner=pruner,
-            )
-        except optuna.exceptions.DuplicatedStudyError:
-            study = optuna.load_study(study_name=self.name, storage=storage, sampler=sampler, pruner=pruner)
-            for _ in range(50):  # the process that made it may be a moment from marking it
-                if IDENTITY in study.user_attrs:
-                    break
-                time.sleep(0.1)
-            kept = study.user_attrs.get(IDENTITY, {})
-            host = sqlite_elsewhere(storage, study) if kept == self.settings else None
-            if host:
-                raise UsageError(
-                    f"the study {self.name} is an SQLite file, which a tune process on {host} is using: "
-                    "SQLite serves one machine (its locks fail over network file systems); use "
-                    "--tune.storage PATH.log (a journal file) or postgresql://... for several"
-                ) from None
-            return study, storage, kept
-        study.set_user_attr(IDENTITY, self.settings)
-        if self.points is not None:
-            for point in self.points:
-                study.enqueue_trial(point)
-            return study, storage, None
-        baseline, outside = self.base.baseline(self.space)
-        if outside:
-            print(f"tune: trial 0 is drawn: the config's {outside} is outside the space", file=sys.stderr)
-        else:
-            study.enqueue_trial(baseline, user_attrs={"baseline": True})
-        return study, storage, None
-
     def run(self) -> None:
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # the lines below say what happens
-        study, storage = self.open()
+        study, storage = open_study(self)
         self.folder.mkdir(parents=True, exist_ok=True)
         print(
             f"tune: study {self.name}, {self.count} trial(s) of {self.space.metric} "

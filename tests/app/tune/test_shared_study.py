@@ -186,6 +186,9 @@ def test_a_trial_whose_machine_went_silent_is_taken_over(postgres, mnist_root, t
         and again.user_attrs["run"] == "trial-000"
     )
     assert "(resumes trial 0)" in result.stderr
+    # Its run folder was on node-7: said in one line, and the trial trains from the start here.
+    assert "tune: trial 1 resumes trial 0, whose run folder " in result.stderr
+    assert "this machine does not see: it trains from the start" in result.stderr
 
 
 def test_tune_processes_that_open_a_new_database_at_once_all_open_it(postgres):
