@@ -14,8 +14,9 @@ class Options:
         space: a W&B sweep file (configs/sweeps/): its parameters, method, metric and early_terminate;
             none: the config as it is, one trial (a cross-validation with --tune.folds).
         trials: trials in the study, over all the tune processes that share it.
-        study_name: the study, kept in ROOT/tune/NAME/; default: the space file's name, or cv (NAME-HASH
-            where that study tunes other fit settings).
+        study_name: the study, kept in ROOT/tune/NAME/; default: the space file's name, or cv-CONFIG
+            (the last --config's name) for a cross-validation; NAME-HASH where that study tunes other
+            fit settings.
         storage: where the study lives: none for ROOT/tune/NAME/study.db (SQLite, one machine); a
             journal file PATH.log on a file system all machines see; or postgresql://USER:PASS@HOST/DB.
         sampler: an Optuna sampler (class_path and init_args) in place of the space's method; a copy of

@@ -58,7 +58,9 @@ class Tune:
         self.space = space
         searched = [*space.distributions, *space.fixed]
         self.settings = identity(self.base.given, searched, space.digest(), options.folds)
-        self.name = options.study_name or (Path(options.space).stem if options.space else "cv")
+        configs = [Path(str(config)).stem for config in self.base.given.get("config") or []]
+        cv = "-".join(["cv", *configs[-1:]])  # a cross-validation is of its config
+        self.name = options.study_name or (Path(options.space).stem if options.space else cv)
         self.folder = self.base.root / "tune" / self.name
         self.points = space.points()
         self.count = 1 if options.space is None else len(self.points or []) or options.trials
