@@ -30,8 +30,8 @@ def keep_fit_value(channel: Path, value: float) -> None:
     replace(channel / "result.json", json.dumps({"value": value}) + "\n")
 
 
-def write(study: optuna.Study, folder: Path, space: Space, base) -> None:
-    """``trials.csv``, ``best.yaml``, the plots, and the summary line."""
+def write(study: optuna.Study, folder: Path, space: Space, base, draw: bool = True) -> None:
+    """``trials.csv``, ``best.yaml``, the plots (where ``draw``), and the summary line."""
     trials = [t for t in study.get_trials(deepcopy=False) if not t.user_attrs.get(SURPLUS)]
     keys = sorted({key for t in trials for key in t.params})
     rows = io.StringIO()
@@ -58,7 +58,8 @@ def write(study: optuna.Study, folder: Path, space: Space, base) -> None:
         return
     best = study.best_trial
     best_config(best, folder, base)
-    plots(study, folder)
+    if draw:
+        plots(study, folder)
     summary(best, trials, space)
 
 

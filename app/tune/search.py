@@ -110,9 +110,13 @@ class Tune:
                     study.tell(trial, state=TrialState.FAIL)
                     continue
                 self.run_trial(study, storage, trial)
-        finally:
+        except BaseException as stopped:
             bar.stop()
-            results.write(study, self.folder, self.space, self.base)
+            if not isinstance(stopped, StorageGone):  # the table and best.yaml so far; plots at the end
+                results.write(study, self.folder, self.space, self.base, draw=False)
+            raise
+        bar.stop()
+        results.write(study, self.folder, self.space, self.base)
 
     def run_trial(
         self, study: optuna.Study, storage: optuna.storages.BaseStorage, trial: optuna.Trial
