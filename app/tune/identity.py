@@ -11,9 +11,12 @@ from typing import Any
 from jsonargparse import Namespace
 
 IDENTITY = "identity"  # the study's user attribute: the flat settings below
-# Where runs go and how they show: no trial's result depends on these (tune sets the run's own).
+# Where runs go and how they show, where this machine keeps the data and how many processes load it:
+# no trial's result depends on these (tune sets the run's own), and machines sharing a study may differ.
 UNTUNED = (
     "config",
+    "data.root",
+    "data.num_workers",
     "name",
     "ckpt_path",
     "test_after_fit",
