@@ -9,6 +9,7 @@ import yaml
 from helpers.cli import ROOT
 
 from app.errors import UsageError
+from app.tune.draws import PerTrial, reseeded
 from app.tune.space import load
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -164,6 +165,14 @@ def test_workers_on_one_study_draw_distinct_values_and_one_worker_draws_reproduc
     assert [alone.ask(space.distributions_for_ask()).params["lr"] for _ in range(8)] == drawn
     other = optuna.create_study(sampler=space.sampler(1))
     assert other.ask(space.distributions_for_ask()).params["lr"] != drawn[0]
+    # A --tune.sampler of the user's, seeded: each worker's copy still draws its own values.
+    given = optuna.samplers.RandomSampler(seed=0)
+    storage = optuna.storages.InMemoryStorage()
+    first = optuna.create_study(study_name="u", storage=storage, sampler=PerTrial(reseeded(given), 0))
+    second = optuna.load_study(study_name="u", storage=storage, sampler=PerTrial(reseeded(given), 0))
+    for study in (first, second) * 2:
+        study.tell(study.ask(space.distributions_for_ask()), 0.5)
+    assert len({t.params["lr"] for t in first.trials}) == 4
 
 
 def test_a_sweep_file_without_a_goal_is_minimized_as_in_wandb(tmp_path):
