@@ -17,6 +17,7 @@ import optuna
 from app.tune.report import append, lines
 
 POLL = 0.1  # seconds between looks at the trial's reports
+STOP = "stop"  # the verdict that frees a fit being ended before the pruner answered
 
 
 @dataclass
@@ -85,12 +86,19 @@ class Relay:
                     self.trial.report(value, len(self.seen) - 1)
                     verdict = "prune" if self.trial.should_prune() else "go"
             if number < len(self.answered):
-                verdict = self.answered[number]
+                # An answer stands; "stop" (the fit was ended before the pruner answered) is judged now.
+                verdict = verdict if self.answered[number] == STOP else self.answered[number]
             else:
                 self.answered.append(verdict)
                 append(self.verdicts, verdict)
             self.pruned = self.pruned or verdict == "prune"
         self.read = len(found)
+
+    def release(self) -> None:
+        """Answer each report still waiting with ``stop``: the fit goes on to its SIGTERM (last.ckpt)."""
+        for _ in range(len(self.answered), len(lines(self.reports))):
+            self.answered.append(STOP)
+            append(self.verdicts, STOP)
 
 
 def run_fit(
@@ -120,7 +128,10 @@ def run_fit(
                     raise Stopped()
                 time.sleep(POLL)
         except BaseException:
-            process.terminate()  # Ctrl-C or SIGTERM to this process: the fit saves last.ckpt and ends
+            # Ctrl-C or SIGTERM to this process, the storage gone, the trial taken over: the fit, freed
+            # from any report it waits on, saves last.ckpt and ends.
+            relay.release()
+            process.terminate()
             process.wait()
             raise
     relay()
