@@ -151,3 +151,38 @@ def test_a_trial_taken_over_while_it_runs_ends_there_in_one_line(mnist_root, tmp
     assert len(said) == 1 and said[0].startswith("trial 0: taken over by another tune process"), said
     trials = optuna.load_study(study_name="space", storage=url).trials
     assert [(t.state.name, t.user_attrs.get("resumes")) for t in trials] == [("FAIL", None), ("COMPLETE", 0)]
+
+
+@pytest.mark.slow  # the database stays down past the grace period: over a minute
+def test_a_database_down_past_the_grace_period_ends_the_process_in_one_line(mnist_root, tmp_path):
+    from helpers.postgres import PostgresServer
+
+    server = PostgresServer()
+    try:
+        args = [
+            f"--data.root={mnist_root}",
+            space_file(tmp_path, {"model.optimizer.lr": {"min": 0.005, "max": 0.05}}),
+            "--tune.trials=1",
+            f"--tune.storage={server.url}",
+            "--trainer.max_epochs=3",
+            "--last_checkpoint.every_n_steps=1",
+        ]
+        tune = subprocess.Popen(
+            app_command("tune", *args), cwd=tmp_path, env=app_env(), stderr=subprocess.PIPE, text=True
+        )
+        reports = tmp_path / "runs" / "tune" / "space" / ".channels" / "trial-000" / "reports.jsonl"
+        deadline = time.monotonic() + 300
+        while not reports.is_file():  # the fit waits for the answer to its first validation
+            assert tune.poll() is None and time.monotonic() < deadline, "the tune process ended early"
+            time.sleep(0.05)
+        server.halt()
+        _, stderr = tune.communicate(timeout=600)
+        lines = stderr.strip().splitlines()
+        assert tune.returncode == 1 and "Traceback" not in stderr, stderr[-3000:]
+        assert lines[-1].startswith("error: the study's storage ") and "did not answer for 60 s" in lines[-1]
+        server.start()
+        again = run_app("tune", *args, cwd=tmp_path)  # the same command, the database back
+        check(again)
+        assert "trial 1 [1/1] lr=0.01: val/acc" in again.stderr and "(resumes trial 0)" in again.stderr
+    finally:
+        server.stop()
