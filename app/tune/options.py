@@ -14,10 +14,13 @@ class Options:
         space: a W&B sweep file (configs/sweeps/): its parameters, method, metric and early_terminate;
             none: the config as it is, one trial (a cross-validation with --tune.folds).
         trials: trials in the study, over all the tune processes that share it.
-        study_name: the study, kept in ROOT/tune/NAME/; default: the space file's name, or cv.
+        study_name: the study, kept in ROOT/tune/NAME/; default: the space file's name, or cv-CONFIG
+            (the last --config's name) for a cross-validation; NAME-HASH where that study tunes other
+            fit settings.
         storage: where the study lives: none for ROOT/tune/NAME/study.db (SQLite, one machine); a
             journal file PATH.log on a file system all machines see; or postgresql://USER:PASS@HOST/DB.
-        sampler: an Optuna sampler (class_path and init_args) in place of the space's method.
+        sampler: an Optuna sampler (class_path and init_args) in place of the space's method; a copy of
+            it draws each trial, reseeded afresh.
         pruner: an Optuna pruner in place of the space's early_terminate.
         folds: K >= 2: each trial's value is the mean over K fits, validating on fold I of K of the
             training split (--data.folds K --data.fold I).

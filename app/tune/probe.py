@@ -1,6 +1,7 @@
 """fit's flags read in this process, as ``python -m app fit`` reads them, before any trial runs: every key of
 the space an option of fit, each end of its range a value fit takes, the metric one the model logs."""
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution
 
 from app.cli import CLI, build
 from app.errors import UsageError
+from app.tune.identity import flatten
 from app.tune.space import Space
 from app.tune.trial import flag
 
@@ -73,16 +75,17 @@ class Base:
             raise UsageError(
                 f"the metric {space.metric} is never logged; the model logs {', '.join(monitorable)}"
             )
+        keys = list(flatten(self.given))
         for key, values in corners(space).items():
+            if lookup(self.given, key) is MISSING:
+                close = difflib.get_close_matches(key, keys, n=1)
+                hint = f"; close: {close[0]}" if close else " (python -m app fit --help)"
+                raise UsageError(f"--tune.space: {key} is no option of fit{hint}")
             for value in values:
                 try:
                     self.cli.parse_arguments(self.cli.parser, ["fit", *self.args, flag(key, value)])
                 except UsageError as err:
                     raise UsageError(f"--tune.space parameter {key}={value!r}: {err}") from None
-                if lookup(self.cli.config["fit"], key) is MISSING:
-                    raise UsageError(
-                        f"--tune.space parameter {key} is no option of fit (python -m app fit --help)"
-                    )
         self.cli.parse_arguments(self.cli.parser, ["fit", *self.args])
 
     @property

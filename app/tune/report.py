@@ -1,8 +1,8 @@
 """Inside a trial: each validation's value handed to the ``tune`` process, which answers go on or prune.
 
-The trial never opens the study's storage (so any storage serves a DDP trial): rank 0 appends a line to
+The trial never opens the study's storage (so any storage serves a DDP trial): rank 0 adds a line to
 ``CHANNEL/reports.jsonl`` and waits for the line of the same number in ``CHANNEL/verdicts``; every rank
-then stops together where the answer is ``prune``.
+then stops together where the answer is ``prune``. Each file has one writer, which replaces it whole.
 """
 
 import json
@@ -29,12 +29,24 @@ def alive(pid: int) -> bool:
 
 
 def lines(path: Path) -> list[str]:
-    """The complete lines of ``path`` (none if it is missing); a line still being written is left out."""
+    """The lines of ``path`` (none if it is missing)."""
     try:
         text = path.read_text()
     except FileNotFoundError:
         return []
     return text.split("\n")[:-1]
+
+
+def replace(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: a process killed mid-write leaves the file as it was."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def append(path: Path, line: str) -> None:
+    """Add ``line`` to ``path`` (its one writer), whole or not at all."""
+    replace(path, "".join(f"{old}\n" for old in lines(path)) + line + "\n")
 
 
 class TrialReport(Callback):
@@ -63,8 +75,7 @@ class TrialReport(Callback):
             report = {"step": trainer.global_step, "value": None if value is None else float(value)}
             reports = self.channel / "reports.jsonl"
             number = len(lines(reports))
-            with open(reports, "a") as f:
-                f.write(json.dumps(report) + "\n")
+            append(reports, json.dumps(report))
             verdict = self.wait(number)
         if trainer.strategy.broadcast(verdict, src=0) == "prune":
             trainer.should_stop = True

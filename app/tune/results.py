@@ -3,7 +3,6 @@
 import csv
 import io
 import json
-import os
 import sys
 import warnings
 from pathlib import Path
@@ -12,8 +11,9 @@ import optuna
 import yaml
 from optuna.trial import FrozenTrial, TrialState
 
+from app.tune.report import replace
 from app.tune.space import Space
-from app.tune.study import ERROR, RESUMES, RUN, SURPLUS
+from app.tune.study import ERROR, HOST, RESUMES, RUN, SURPLUS
 
 REPORT = "app.tune.report.TrialReport"
 
@@ -30,15 +30,8 @@ def keep_fit_value(channel: Path, value: float) -> None:
     replace(channel / "result.json", json.dumps({"value": value}) + "\n")
 
 
-def replace(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all (several tune processes may write it)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    temporary.write_text(text)
-    os.replace(temporary, path)
-
-
-def write(study: optuna.Study, folder: Path, space: Space, base) -> None:
-    """``trials.csv``, ``best.yaml``, the plots, and the summary line."""
+def write(study: optuna.Study, folder: Path, space: Space, base, draw: bool = True) -> None:
+    """``trials.csv``, ``best.yaml``, the plots (where ``draw``), and the summary line."""
     trials = [t for t in study.get_trials(deepcopy=False) if not t.user_attrs.get(SURPLUS)]
     keys = sorted({key for t in trials for key in t.params})
     rows = io.StringIO()
@@ -65,7 +58,8 @@ def write(study: optuna.Study, folder: Path, space: Space, base) -> None:
         return
     best = study.best_trial
     best_config(best, folder, base)
-    plots(study, folder)
+    if draw:
+        plots(study, folder)
     summary(best, trials, space)
 
 
@@ -83,6 +77,11 @@ def best_config(best: FrozenTrial, folder: Path, base) -> None:
     run = folder / best.user_attrs[RUN]
     found = sorted(run.glob("version_*/config.yaml")) or sorted(run.glob("fold-0/version_*/config.yaml"))
     if not found:
+        host = best.system_attrs.get(HOST, "another machine")
+        print(
+            f"best: trial {best.number}'s run {run} is on {host}, not seen here: no best.yaml",
+            file=sys.stderr,
+        )
         return
     config = yaml.safe_load(found[-1].read_text())
     trainer = config.get("trainer", {})

@@ -8,31 +8,35 @@ import time
 from pathlib import Path
 
 import optuna
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 from rich.console import Console
 from rich.progress import Progress, TimeElapsedColumn
 
 from app.errors import UsageError
 from app.tune import results
+from app.tune.identity import identity
+from app.tune.opening import open_study
 from app.tune.options import Options
 from app.tune.probe import Base, probe
 from app.tune.space import Space, load
 from app.tune.study import (
+    CHANNELS,
     ERROR,
+    GRACE,
     HEARTBEAT,
     RESUMES,
     RUN,
-    SPACE,
     SURPLUS,
     Heartbeat,
+    StorageGone,
+    Watch,
     fresh,
-    open_storage,
     past_count,
     requeue,
-    sqlite_elsewhere,
     take_over,
 )
-from app.tune.trial import Fit, fit_command, run_fit
+from app.tune.trial import Fit, Stopped, fit_command, run_fit
 
 ALIKE = 3  # trials in a row failing with one error: the study stops (the next would fail alike)
 
@@ -52,7 +56,11 @@ class Tune:
         )
         self.base.check(space)  # every key, value and the metric, before anything is written
         self.space = space
-        self.name = options.study_name or (Path(options.space).stem if options.space else "cv")
+        searched = [*space.distributions, *space.fixed]
+        self.settings = identity(self.base.given, searched, space.digest(), options.folds)
+        configs = [Path(str(config)).stem for config in self.base.given.get("config") or []]
+        cv = "-".join(["cv", *configs[-1:]])  # a cross-validation is of its config
+        self.name = options.study_name or (Path(options.space).stem if options.space else cv)
         self.folder = self.base.root / "tune" / self.name
         self.points = space.points()
         self.count = 1 if options.space is None else len(self.points or []) or options.trials
@@ -61,57 +69,9 @@ class Tune:
         self.started = time.monotonic()
         self.errors: list[str | None] = []  # how this process's trials ended: None where they did not fail
 
-    def open(self) -> tuple[optuna.Study, optuna.storages.BaseStorage]:
-        """The study, made by the first process that asks (which queues the config's own values first)."""
-        if self.options.storage is None:
-            self.folder.mkdir(parents=True, exist_ok=True)
-        storage = open_storage(self.options.storage, self.folder)
-        sampler = self.options.sampler or self.space.sampler(self.base.seed)
-        pruner = self.options.pruner or self.space.pruner()
-        digest = self.space.digest() + f"-folds{self.options.folds}"
-        try:
-            study = optuna.create_study(
-                storage=storage,
-                study_name=self.name,
-                direction=self.space.direction,
-                sampler=sampler,
-                pruner=pruner,
-            )
-        except optuna.exceptions.DuplicatedStudyError:
-            study = optuna.load_study(study_name=self.name, storage=storage, sampler=sampler, pruner=pruner)
-            for _ in range(50):  # the process that made it may be a moment from marking it
-                if SPACE in study.user_attrs:
-                    break
-                time.sleep(0.1)
-            if study.user_attrs.get(SPACE) != digest:
-                where = self.options.storage or self.folder / "study.db"
-                raise UsageError(
-                    f"the study {self.name} in {where} was made with another search space, metric or "
-                    "--tune.folds; give another --tune.study_name"
-                ) from None
-            host = sqlite_elsewhere(storage, study)
-            if host:
-                raise UsageError(
-                    f"the study {self.name} is an SQLite file, which a tune process on {host} is using: "
-                    "SQLite serves one machine (its locks fail over network file systems); use "
-                    "--tune.storage PATH.log (a journal file) or postgresql://... for several"
-                ) from None
-            return study, storage
-        study.set_user_attr(SPACE, digest)
-        if self.points is not None:
-            for point in self.points:
-                study.enqueue_trial(point)
-            return study, storage
-        baseline, outside = self.base.baseline(self.space)
-        if outside:
-            print(f"tune: trial 0 is drawn: the config's {outside} is outside the space", file=sys.stderr)
-        else:
-            study.enqueue_trial(baseline, user_attrs={"baseline": True})
-        return study, storage
-
     def run(self) -> None:
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # the lines below say what happens
-        study, storage = self.open()
+        study, storage = open_study(self)
         self.folder.mkdir(parents=True, exist_ok=True)
         print(
             f"tune: study {self.name}, {self.count} trial(s) of {self.space.metric} "
@@ -128,10 +88,11 @@ class Tune:
             disable=not sys.stderr.isatty(),
         )
         task = bar.add_task("trials", total=self.count)
+        watch = Watch()
         try:
             bar.start()
             while True:
-                take_over(study, storage)
+                take_over(study, storage, watch)
                 trials = study.get_trials(deepcopy=False)
                 bar.update(task, completed=len([t for t in fresh(trials) if t.state.is_finished()]))
                 queued = any(t.state == TrialState.WAITING for t in trials)
@@ -149,9 +110,13 @@ class Tune:
                     study.tell(trial, state=TrialState.FAIL)
                     continue
                 self.run_trial(study, storage, trial)
-        finally:
+        except BaseException as stopped:
             bar.stop()
-            results.write(study, self.folder, self.space, self.base)
+            if not isinstance(stopped, StorageGone):  # the table and best.yaml so far; plots at the end
+                results.write(study, self.folder, self.space, self.base, draw=False)
+            raise
+        bar.stop()
+        results.write(study, self.folder, self.space, self.base)
 
     def run_trial(
         self, study: optuna.Study, storage: optuna.storages.BaseStorage, trial: optuna.Trial
@@ -159,6 +124,17 @@ class Tune:
         name = trial.user_attrs.get(RUN) or f"trial-{trial.number:03d}"
         trial.set_user_attr(RUN, name)
         values = {**self.space.fixed, **trial.params}
+        if RESUMES in trial.user_attrs and not (self.folder / name).is_dir():
+            print(
+                f"tune: trial {trial.number} resumes trial {trial.user_attrs[RESUMES]}, whose run folder "
+                f"{self.folder / name} this machine does not see: it trains from the start",
+                file=sys.stderr,
+            )
+        print(
+            f"trial {trial.number}{self.shown(trial)}: started, log {self.folder / name / 'output.log'}",
+            file=sys.stderr,
+            flush=True,
+        )
         beat = Heartbeat(study, storage, trial.number, os.getpid())
         started, fits = time.monotonic(), []
         env = {**os.environ, "WANDB_RUN_GROUP": self.name}
@@ -168,7 +144,7 @@ class Tune:
                 extra = (
                     {"data.folds": self.options.folds, "data.fold": fold} if self.options.folds > 1 else {}
                 )
-                channel = self.folder / sub
+                run, channel = self.folder / sub, self.folder / CHANNELS / sub
                 kept = results.fit_value(channel)
                 if kept is not None:
                     fits.append(Fit([kept]))
@@ -180,9 +156,10 @@ class Tune:
                     self.folder,
                     channel,
                     self.space.metric,
-                    channel.exists(),
+                    run.is_dir(),
                 )
-                fit = run_fit(command, channel, trial if fold == 0 else None, env)
+                stop = lambda: beat.taken.is_set() or beat.lost.is_set()  # noqa: E731
+                fit = run_fit(command, run, channel, trial if fold == 0 else None, env, stop)
                 fits.append(fit)
                 if fit.error or fit.pruned:
                     break
@@ -190,36 +167,80 @@ class Tune:
                     fit.error = f"{self.space.metric} was never logged"
                     break
                 results.keep_fit_value(channel, fit.best(self.space.direction))
+        except (Stopped, UpdateFinishedTrialError):
+            beat.stop()
+            if beat.lost.is_set():
+                print(
+                    f"trial {trial.number}: no heartbeat reached the storage for {GRACE} s: its fit stopped "
+                    "(last.ckpt saved), for the next tune process to resume",
+                    file=sys.stderr,
+                )
+                self.requeue(study, storage, trial, "its tune process lost the storage; queued to resume")
+                return
+            print(
+                f"trial {trial.number}: taken over by another tune process (its heartbeat was late): its fit "
+                "here stopped (last.ckpt saved)",
+                file=sys.stderr,
+            )
+            return
+        except StorageGone:
+            beat.stop()
+            raise  # the trial is taken over once the storage is back
         except BaseException:
             beat.stop()
-            requeue(
-                study, storage, study.get_trials(deepcopy=False)[trial.number], "stopped; queued to resume"
-            )
+            self.requeue(study, storage, trial, "stopped; queued to resume")
             raise
         beat.stop()
         self.finish(study, trial, fits, time.monotonic() - started)
 
+    @staticmethod
+    def requeue(
+        study: optuna.Study, storage: optuna.storages.BaseStorage, trial: optuna.Trial, why: str
+    ) -> None:
+        requeue(study, storage, study.get_trials(deepcopy=False)[trial.number], why)
+
+    @staticmethod
+    def shown(trial: optuna.Trial) -> str:
+        """The trial's values, as `` lr=0.01 batch_size=64``."""
+        return "".join(
+            f" {key.rsplit('.', 1)[-1]}={value:.4g}"
+            if isinstance(value, float)
+            else f" {key.rsplit('.', 1)[-1]}={value}"
+            for key, value in trial.params.items()
+        )
+
     def finish(self, study: optuna.Study, trial: optuna.Trial, fits: list[Fit], seconds: float) -> None:
         """Tell the study how the trial ended, and print its line."""
         last, metric = fits[-1], self.space.metric
-        if last.error:
-            trial.set_user_attr(ERROR, last.error)
-            study.tell(trial, state=TrialState.FAIL)
-            outcome = f"failed: {last.error}"
-        elif last.pruned:
-            study.tell(trial, state=TrialState.PRUNED)
-            outcome = f"pruned after {len(last.values)} validation(s) ({metric} {last.values[-1]:.4f})"
-        else:
-            scores = [fit.best(self.space.direction) for fit in fits]
-            value = statistics.fmean(scores)
-            outcome = f"{metric} {value:.4f}"
-            if len(scores) > 1:
-                trial.set_user_attr("folds", scores)
-                trial.set_user_attr("std", statistics.stdev(scores))
-                outcome += f" ± {statistics.stdev(scores):.4f} over {len(scores)} folds"
-            study.tell(trial, value)
+        try:
+            if last.error:
+                trial.set_user_attr(ERROR, last.error)
+                told = study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+                outcome = f"failed: {last.error}"
+            elif last.pruned:
+                told = study.tell(trial, state=TrialState.PRUNED, skip_if_finished=True)
+                outcome = f"pruned after {len(last.values)} validation(s) ({metric} {last.values[-1]:.4f})"
+            else:
+                scores = [fit.best(self.space.direction) for fit in fits]
+                value = statistics.fmean(scores)
+                outcome = f"{metric} {value:.4f}"
+                if len(scores) > 1:
+                    trial.set_user_attr("folds", scores)
+                    trial.set_user_attr("std", statistics.stdev(scores))
+                    outcome += f" ± {statistics.stdev(scores):.4f} over {len(scores)} folds"
+                told = study.tell(trial, value, skip_if_finished=True)
+            taken = told.state == TrialState.FAIL and not last.error
+        except UpdateFinishedTrialError:
+            taken = True
+        if taken:
+            print(
+                f"trial {trial.number}: taken over by another tune process (its heartbeat was late) as it "
+                "ended; the other one's run counts",
+                file=sys.stderr,
+            )
+            return
         ended = [t for t in fresh(study.get_trials(deepcopy=False)) if t.state.is_finished()]
-        shown = "".join(f" {key.rsplit('.', 1)[-1]}={value:.4g}" for key, value in trial.params.items())
+        shown = self.shown(trial)
         resumed = f" (resumes trial {trial.user_attrs[RESUMES]})" if RESUMES in trial.user_attrs else ""
         print(
             f"trial {trial.number} [{len(ended)}/{self.count}]{shown}: {outcome}{resumed} ({seconds:.0f} s)",

@@ -17,6 +17,7 @@ import yaml
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
 from app.errors import UsageError
+from app.tune.draws import PerTrial
 
 SUPPORTED = (
     "values, value, constant, categorical, int_uniform, uniform, q_uniform, log_uniform_values, "
@@ -63,11 +64,12 @@ class Space:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def sampler(self, seed: int) -> optuna.samplers.BaseSampler:
-        """The sampler W&B's ``method`` names, seeded (a grid's points are queued instead: :meth:`points`)."""
+        """The sampler W&B's ``method`` names, each trial's draws seeded from ``seed`` and its number (a
+        grid's points are queued instead: :meth:`points`)."""
         self.points()  # a grid of ranges is refused now
         if self.method == "bayes":
-            return optuna.samplers.TPESampler(seed=seed)
-        return optuna.samplers.RandomSampler(seed=seed)
+            return PerTrial(lambda s: optuna.samplers.TPESampler(seed=s), seed)
+        return PerTrial(lambda s: optuna.samplers.RandomSampler(seed=s), seed)
 
     def grid(self) -> dict[str, CategoricalDistribution]:
         """The space as a grid: every key a list of values (an int range counts as its values)."""
@@ -119,7 +121,16 @@ def load(path: Path, metric: str, direction: str) -> Space:
         or not sweep["parameters"]
     ):
         raise UsageError(f"--tune.space {path} has no `parameters:` (a W&B sweep file: configs/sweeps/)")
-    goal = sweep.get("metric", {}).get("goal", direction)
+    if "metric" in sweep:  # W&B's: a name, and a goal that is minimize unless given
+        given = sweep["metric"]
+        if not isinstance(given, dict) or not isinstance(given.get("name"), str):
+            raise UsageError(
+                f"--tune.space {path}: metric must be a mapping with a name, such as "
+                f"{{name: val/acc, goal: maximize}}; got {given!r}"
+            )
+        metric, goal = given["name"], given.get("goal", "minimize")
+    else:
+        goal = direction
     if goal not in ("maximize", "minimize"):
         raise UsageError(f"--tune.space {path}: metric goal {goal!r} is not maximize or minimize")
     method = sweep.get("method", "random")
@@ -132,23 +143,33 @@ def load(path: Path, metric: str, direction: str) -> Space:
             distributions[key] = drawn
         else:
             fixed[key] = drawn
-    stop = sweep.get("early_terminate")
-    min_iter, eta = None, 3
-    if stop:
-        if stop.get("type") != "hyperband":
-            raise UsageError(
-                f"--tune.space {path}: early_terminate type {stop.get('type')!r} is not hyperband"
-            )
-        eta = int(stop.get("eta", 3))
-        if "min_iter" in stop:
-            min_iter = int(stop["min_iter"])
-        elif "max_iter" in stop:  # W&B: the brackets count down from max_iter by eta, s times
-            min_iter = max(1, int(stop["max_iter"]) // eta ** int(stop.get("s", 3)))
-        else:
-            raise UsageError(f"--tune.space {path}: early_terminate hyperband needs min_iter or max_iter")
-    return Space(
-        distributions, fixed, sweep.get("metric", {}).get("name", metric), goal, method, min_iter, eta
-    )
+    min_iter, eta = hyperband(path, sweep.get("early_terminate"))
+    return Space(distributions, fixed, metric, goal, method, min_iter, eta)
+
+
+def hyperband(path: Path, stop: Any) -> tuple[int | None, int]:
+    """W&B's ``early_terminate`` as ``min_iter`` (None: no pruning) and ``eta``."""
+    if not stop:
+        return None, 3
+    if not isinstance(stop, dict) or stop.get("type") != "hyperband":
+        raise UsageError(
+            f"--tune.space {path}: early_terminate must be {{type: hyperband, min_iter: N}} "
+            f"(or max_iter, eta, s); got {stop!r}"
+        )
+    numbers = {key: stop[key] for key in ("eta", "min_iter", "max_iter", "s") if key in stop}
+    bad = [key for key, value in numbers.items() if isinstance(value, bool) or not isinstance(value, int)]
+    bad += [key for key, value in numbers.items() if key not in bad and value < (2 if key == "eta" else 1)]
+    if bad:
+        raise UsageError(
+            f"--tune.space {path}: early_terminate {bad[0]} must be a whole number of at least "
+            f"{2 if bad[0] == 'eta' else 1}; got {stop[bad[0]]!r}"
+        )
+    eta = numbers.get("eta", 3)
+    if "min_iter" in numbers:
+        return numbers["min_iter"], eta
+    if "max_iter" in numbers:  # W&B: the brackets count down from max_iter by eta, s times
+        return max(1, numbers["max_iter"] // eta ** numbers.get("s", 3)), eta
+    raise UsageError(f"--tune.space {path}: early_terminate hyperband needs min_iter or max_iter")
 
 
 def distribution(key: str, spec: Any) -> BaseDistribution | Any:

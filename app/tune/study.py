@@ -2,11 +2,12 @@
 
 Several ``tune`` processes (on one machine or many) share one study and finish exactly the trials asked
 for: each trial claims a number from the storage, a number past the count is never run. A trial whose
-tune process is gone (its pid dead on this machine, or no heartbeat for ``GRACE`` seconds) is failed by
-whichever process sees it first (the storage lets only one) and queued again with the same values, to
-resume from its ``last.ckpt``.
+tune process is gone (its pid dead on this machine, or its heartbeat silent for ``GRACE`` seconds) is
+failed by whichever process sees it first (the storage lets only one) and queued again with the same
+values, to resume from its ``last.ckpt``.
 """
 
+import abc
 import random
 import socket
 import threading
@@ -14,11 +15,11 @@ import time
 from pathlib import Path
 
 import optuna
-from optuna.exceptions import UpdateFinishedTrialError
+from optuna.exceptions import StorageInternalError, UpdateFinishedTrialError
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
-from sqlalchemy.exc import IntegrityError, ProgrammingError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError, ProgrammingError
 
 from app.errors import UsageError
 from app.tune.report import alive
@@ -26,7 +27,7 @@ from app.tune.report import alive
 HEARTBEAT = 10  # seconds between a running trial's heartbeats
 GRACE = 6 * HEARTBEAT  # without a heartbeat this long, a trial's tune process is taken for dead
 HOST, BEAT, PID = "tune:host", "tune:heartbeat", "tune:pid"
-SPACE = "space"  # the study's user attribute: the hash of its search space
+CHANNELS = ".channels"  # in the study folder: each fit's reports, verdicts and result, apart from its run
 RUN, RESUMES, SURPLUS, ERROR = "run", "resumes", "surplus", "error"  # trials' user attributes
 
 
@@ -41,10 +42,10 @@ def open_storage(url: str | None, folder: Path, timeout: float = 10) -> BaseStor
         path = Path(url.removeprefix("journal:"))
         if not path.parent.is_dir():
             raise UsageError(f"--tune.storage {url}: the folder {path.parent} does not exist")
-        return JournalStorage(JournalFileBackend(str(path)))
+        return Patient(JournalStorage(JournalFileBackend(str(path))), str(path))
     options = {"connect_args": {"connect_timeout": int(timeout)}} if url.startswith("postgres") else {}
     try:
-        return created(url, options)
+        return Patient(created(url, options), hidden(url))
     except ImportError:
         raise UsageError(
             f"--tune.storage {url.split(':', 1)[0]}://...: its database driver is not installed; "
@@ -53,6 +54,49 @@ def open_storage(url: str | None, folder: Path, timeout: float = 10) -> BaseStor
     except Exception as err:  # SQLAlchemy's errors: a refused, unknown or unreachable server
         reason = " ".join(str(getattr(err, "orig", None) or err).split())
         raise UsageError(f"--tune.storage {hidden(url)}: cannot open it ({reason[:300]})") from None
+
+
+class StorageGone(UsageError):
+    """The study's storage did not answer for ``GRACE`` seconds."""
+
+
+# A database restarting or out of reach, a file system away: tried again (a refused write is no such).
+UNREACHED = (StorageInternalError, OperationalError, InterfaceError, OSError)
+
+
+class Patient(BaseStorage):
+    """``storage`` with each call tried again while the storage cannot be reached, for up to ``GRACE``
+    seconds (then :class:`StorageGone`).
+
+    Optuna's storage classes are used where a trial's heartbeat needs them (its attributes set by trial id),
+    its study API elsewhere; both go through this one.
+    """
+
+    def __init__(self, storage: BaseStorage, where: str) -> None:
+        self.storage, self.where = storage, where
+
+
+def patient(name: str):
+    def call(self: Patient, *args, **kwargs):
+        deadline, wait = time.monotonic() + GRACE, 0.5
+        while True:
+            try:
+                return getattr(self.storage, name)(*args, **kwargs)
+            except UNREACHED:
+                if time.monotonic() > deadline:
+                    raise StorageGone(
+                        f"the study's storage {self.where} did not answer for {GRACE} s; run the same "
+                        "command again once it is back (the study resumes)"
+                    ) from None
+                time.sleep(wait)
+                wait = min(2 * wait, HEARTBEAT / 2)
+
+    return call
+
+
+for _name in [n for n in dir(BaseStorage) if not n.startswith("_")]:
+    setattr(Patient, _name, patient(_name))
+abc.update_abstractmethods(Patient)
 
 
 def created(url: str, options: dict) -> RDBStorage:
@@ -77,7 +121,8 @@ def hidden(url: str) -> str:
 
 def sqlite_elsewhere(storage: BaseStorage, study: optuna.Study) -> str | None:
     """The other machine whose tune process runs a trial of this SQLite study, if any."""
-    if not (isinstance(storage, RDBStorage) and storage.url.startswith("sqlite")):
+    inner = storage.storage if isinstance(storage, Patient) else storage
+    if not (isinstance(inner, RDBStorage) and inner.url.startswith("sqlite")):
         return None
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         host = trial.system_attrs.get(HOST)
@@ -99,26 +144,38 @@ def past_count(study: optuna.Study, trial: optuna.Trial, count: int) -> bool:
     return trial.number not in numbers[:count]
 
 
-def dead(trial: FrozenTrial, now: float) -> bool:
-    """Whether a RUNNING trial's tune process is gone."""
-    attrs = trial.system_attrs
-    if HOST not in attrs:  # claimed a moment ago, not yet marked
-        return now - trial.datetime_start.timestamp() > GRACE
-    if attrs[HOST] == socket.gethostname() and not alive(attrs[PID]):
-        return True
-    return now - attrs.get(BEAT, 0) > GRACE
+class Watch:
+    """Takes a RUNNING trial's tune process for gone: its pid dead on this machine, or its heartbeat's mark
+    unchanged in the storage for ``GRACE`` seconds of this process's clock (no two machines' clocks are
+    compared). A trial first seen now is watched from now."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[object, float]] = {}  # trial number -> (its mark, when it was first seen)
+
+    def dead(self, trial: FrozenTrial) -> bool:
+        attrs, now = trial.system_attrs, time.monotonic()
+        if attrs.get(HOST) == socket.gethostname() and PID in attrs and not alive(attrs[PID]):
+            return True
+        mark = (attrs.get(HOST), attrs.get(PID), attrs.get(BEAT))  # all None: claimed, not yet marked
+        if trial.number not in self.seen or self.seen[trial.number][0] != mark:
+            self.seen[trial.number] = (mark, now)
+        return now - self.seen[trial.number][1] > GRACE
 
 
-def take_over(study: optuna.Study, storage: BaseStorage) -> list[int]:
+def take_over(study: optuna.Study, storage: BaseStorage, watch: Watch) -> list[int]:
     """Queue again every RUNNING trial whose tune process is gone; returns their numbers."""
-    now = time.time()
-    gone = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if dead(t, now)]
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    gone = [t for t in running if watch.dead(t)]
     why = "its tune process ended; queued to resume"
     return [t.number for t in gone if requeue(study, storage, t, why)]
 
 
 class Heartbeat:
-    """Marks a running trial with this machine, this process and the time, every ``HEARTBEAT`` seconds."""
+    """Marks a running trial with this machine, this process and the time, every ``HEARTBEAT`` seconds.
+
+    ``taken`` is set once another process failed the trial (taken over, this one's beats late), ``lost``
+    once no beat reached the storage for ``GRACE`` seconds (others take the trial for dead then).
+    """
 
     def __init__(self, study: optuna.Study, storage: BaseStorage, number: int, pid: int) -> None:
         study_id = storage.get_study_id_from_name(study.study_name)
@@ -129,7 +186,7 @@ class Heartbeat:
         storage.set_trial_system_attr(self.trial_id, HOST, socket.gethostname())
         storage.set_trial_system_attr(self.trial_id, PID, pid)
         storage.set_trial_system_attr(self.trial_id, BEAT, time.time())
-        self.done = threading.Event()
+        self.done, self.taken, self.lost = threading.Event(), threading.Event(), threading.Event()
         self.thread = threading.Thread(target=self.beat, daemon=True)
         self.thread.start()
 
@@ -137,7 +194,11 @@ class Heartbeat:
         while not self.done.wait(HEARTBEAT):
             try:
                 self.storage.set_trial_system_attr(self.trial_id, BEAT, time.time())
-            except (UpdateFinishedTrialError, RuntimeError):
+            except UpdateFinishedTrialError:
+                self.taken.set()
+                return
+            except StorageGone:
+                self.lost.set()
                 return
 
     def stop(self) -> None:

@@ -8,14 +8,16 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
 
-from app.tune.report import lines
+from app.tune.report import append, lines
 
 POLL = 0.1  # seconds between looks at the trial's reports
+STOP = "stop"  # the verdict that frees a fit being ended before the pruner answered
 
 
 @dataclass
@@ -45,11 +47,11 @@ def flag(key: str, value: object) -> str:
     return f"--{key}={value if isinstance(value, str) else json.dumps(value)}"
 
 
-def wait_for_lock(channel: Path, timeout: float = 300) -> None:
-    """Wait until no process holds a run folder under ``channel`` (a trial outliving its killed tune
-    process stops within seconds of noticing, and saves ``last.ckpt`` first)."""
+def wait_for_lock(run: Path, timeout: float = 300) -> None:
+    """Wait until no process holds a run folder under ``run`` (a trial outliving its killed tune process
+    stops within seconds of noticing, and saves ``last.ckpt`` first)."""
     deadline = time.monotonic() + timeout
-    for lock in channel.glob("version_*/.lock"):
+    for lock in run.glob("version_*/.lock"):
         with open(lock, "a") as handle:
             while True:
                 try:
@@ -62,60 +64,88 @@ def wait_for_lock(channel: Path, timeout: float = 300) -> None:
                     time.sleep(0.5)
 
 
-def run_fit(
-    command: list[str],
-    channel: Path,
-    trial: optuna.Trial | None,
-    env: dict[str, str],
-) -> Fit:
-    """Run ``command`` (a fit that reports into ``channel``), relaying its values to ``trial`` (None: no
-    pruning, a later fold)."""
-    channel.mkdir(parents=True, exist_ok=True)
-    wait_for_lock(channel)
-    reports, verdicts = channel / "reports.jsonl", channel / "verdicts"
-    answered = len(lines(verdicts))
-    seen: dict[int, float] = {}  # global step -> value: a resumed fit may validate a step again
-    fit = Fit([])
-    read = 0
+class Relay:
+    """The fit's reports passed to ``trial`` (None: a later fold, never pruned), each answered in
+    ``verdicts``; an answer written before (by a tune process since gone) stands."""
 
-    def relay() -> None:
-        nonlocal read
-        found = lines(reports)
-        for number in range(read, len(found)):
+    def __init__(self, channel: Path, trial: optuna.Trial | None) -> None:
+        self.reports, self.verdicts, self.trial = channel / "reports.jsonl", channel / "verdicts", trial
+        self.answered = lines(self.verdicts)
+        self.seen: dict[int, float] = {}  # global step -> value: a resumed fit may validate a step again
+        self.read, self.pruned = 0, False
+
+    def __call__(self) -> None:
+        found = lines(self.reports)
+        for number in range(self.read, len(found)):
             report = json.loads(found[number])
             value = math.nan if report["value"] is None else report["value"]
             verdict = "go"
-            if report["step"] not in seen:
-                seen[report["step"]] = value
-                if trial is not None:
-                    trial.report(value, len(seen) - 1)
-                    verdict = "prune" if trial.should_prune() else "go"
-            if number >= answered:  # a report answered before this process (a resume's) stands
-                fit.pruned = fit.pruned or verdict == "prune"
-                with open(verdicts, "a") as f:
-                    f.write(verdict + "\n")
-        read = len(found)
+            if report["step"] not in self.seen:
+                self.seen[report["step"]] = value
+                if self.trial is not None:
+                    self.trial.report(value, len(self.seen) - 1)
+                    verdict = "prune" if self.trial.should_prune() else "go"
+            if number < len(self.answered):
+                # An answer stands; "stop" (the fit was ended before the pruner answered) is judged now.
+                verdict = verdict if self.answered[number] == STOP else self.answered[number]
+            else:
+                self.answered.append(verdict)
+                append(self.verdicts, verdict)
+            self.pruned = self.pruned or verdict == "prune"
+        self.read = len(found)
 
-    with open(channel / "output.log", "a") as log:
+    def release(self) -> None:
+        """Answer each report still waiting with ``stop``: the fit goes on to its SIGTERM (last.ckpt)."""
+        for _ in range(len(self.answered), len(lines(self.reports))):
+            self.answered.append(STOP)
+            append(self.verdicts, STOP)
+
+
+def run_fit(
+    command: list[str],
+    run: Path,
+    channel: Path,
+    trial: optuna.Trial | None,
+    env: dict[str, str],
+    stop: Callable[[], bool] = lambda: False,
+) -> Fit:
+    """Run ``command`` (a fit in the run folder ``run`` that reports into ``channel``), relaying its values
+    to ``trial`` (None: no pruning, a later fold). A fit pruned before (its tune process killed after the
+    verdict) is not run again; ``stop()`` true ends the fit as a SIGTERM does."""
+    channel.mkdir(parents=True, exist_ok=True)
+    run.mkdir(parents=True, exist_ok=True)
+    wait_for_lock(run)
+    relay = Relay(channel, trial)
+    relay()
+    if relay.pruned:
+        return Fit(list(relay.seen.values()), pruned=True)
+    with open(run / "output.log", "a") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
             while process.poll() is None:
                 relay()
+                if stop():
+                    raise Stopped()
                 time.sleep(POLL)
         except BaseException:
-            process.terminate()  # Ctrl-C or SIGTERM to this process: the fit saves last.ckpt and ends
+            # Ctrl-C or SIGTERM to this process, the storage gone, the trial taken over: the fit, freed
+            # from any report it waits on, saves last.ckpt and ends.
+            relay.release()
+            process.terminate()
             process.wait()
             raise
     relay()
-    fit.values = list(seen.values())
+    fit = Fit(list(relay.seen.values()), pruned=relay.pruned)
     if process.returncode != 0 and not fit.pruned:
-        errors = [
-            line for line in (channel / "output.log").read_text().splitlines() if line.startswith("error:")
-        ]
+        errors = [line for line in (run / "output.log").read_text().splitlines() if line.startswith("error:")]
         fit.error = (
             errors[-1].removeprefix("error:").strip() if errors else f"exit status {process.returncode}"
         )
     return fit
+
+
+class Stopped(Exception):
+    """The tune process stopped a running fit (its trial taken over, or its storage gone)."""
 
 
 def fit_command(

@@ -25,12 +25,12 @@ class PostgresServer:
     """``postgres`` started in a temporary folder; ``url`` reaches its database."""
 
     def __init__(self, timeout: float = 60) -> None:
-        bin = binaries()
+        self.bin = bin = binaries()
         if bin is None:
             raise RuntimeError("no PostgreSQL server: apt-get install postgresql (make test does)")
         self.folder = Path(tempfile.mkdtemp(prefix="postgres-"))
         # PostgreSQL refuses to run as root: the package's own user runs it then.
-        as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        self.as_user = as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
         if as_user:
             shutil.chown(self.folder, "postgres")
         data = self.folder / "data"
@@ -40,12 +40,18 @@ class PostgresServer:
             capture_output=True,
         )
         self.port = free_port()
+        self.start(timeout)
+        self.psql("CREATE DATABASE tune").check_returncode()
+        self.url = f"postgresql://tune@127.0.0.1:{self.port}/tune"
+
+    def start(self, timeout: float = 60) -> None:
+        """Start the server on its data folder and port; return once it answers."""
         self.process = subprocess.Popen(
             [
-                *as_user,
-                str(bin / "postgres"),
+                *self.as_user,
+                str(self.bin / "postgres"),
                 "-D",
-                str(data),
+                str(self.folder / "data"),
                 "-p",
                 str(self.port),
                 "-h",
@@ -58,18 +64,20 @@ class PostgresServer:
                 "max_connections=200",
             ],
             stdout=subprocess.DEVNULL,
-            stderr=open(self.folder / "server.log", "w"),  # noqa: SIM115 (the server's, closed at exit)
+            stderr=open(self.folder / "server.log", "a"),  # noqa: SIM115 (the server's, closed at exit)
         )
-        self.url = f"postgresql://tune@127.0.0.1:{self.port}/tune"
         deadline = time.monotonic() + timeout
-        while True:
-            ready = self.psql("CREATE DATABASE tune")
-            if ready.returncode == 0:
-                break
+        while self.psql("SELECT 1").returncode != 0:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"PostgreSQL did not start: {(self.folder / 'server.log').read_text()}")
             time.sleep(0.2)
+
+    def halt(self) -> None:
+        """Stop the server (its data kept) as ``pg_ctl stop`` does: connections end, new ones are refused."""
+        stop = [str(self.bin / "pg_ctl"), "stop", "-D", str(self.folder / "data"), "-m", "fast", "-w"]
+        subprocess.run([*self.as_user, *stop], check=True, capture_output=True)
+        self.process.wait(30)
 
     def psql(self, sql: str) -> subprocess.CompletedProcess:
         """``sql`` run by ``psql`` in this server's ``postgres`` database."""

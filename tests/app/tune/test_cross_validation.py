@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 import yaml
-from helpers.cli import check, logged, run_app
+from helpers.cli import ROOT, check, logged, run_app
 
 pytestmark = pytest.mark.distributed  # its fits are processes
 
@@ -27,3 +27,13 @@ def test_cross_validation_of_one_config(mnist_root, tmp_path):
     assert float(row["std"]) == pytest.approx(statistics.stdev(scores))
     mean, spread = statistics.fmean(scores), statistics.stdev(scores)
     assert f"val/acc {mean:.4f} ± {spread:.4f} over 3 folds" in result.stderr
+
+
+def test_a_cross_validation_is_named_after_its_config(mnist_root):
+    from app.tune.command import parse
+    from app.tune.search import Tune
+
+    config = ROOT / "configs" / "mnist.yaml"
+    given = [f"--config={config}", f"--data.root={mnist_root}"]
+    assert Tune(parse(["--tune.folds=2"]), given).name == "cv-mnist"
+    assert Tune(parse(["--tune.folds=2"]), [f"--data.root={mnist_root}"]).name == "cv"

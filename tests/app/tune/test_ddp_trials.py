@@ -30,7 +30,9 @@ def processes_naming(text: str) -> list[int]:
 def test_ddp_trials_train_with_one_draw_and_are_pruned_as_a_whole(mnist_root, tmp_path):
     space = tmp_path / "space.yaml"
     parameters = {"model.optimizer.lr": {"values": [0.01, 0.03]}, "data.batch_size": {"value": 16}}
-    space.write_text(yaml.safe_dump({"metric": {"name": "val/acc"}, "parameters": parameters}))
+    space.write_text(
+        yaml.safe_dump({"metric": {"name": "val/acc", "goal": "maximize"}, "parameters": parameters})
+    )
     prune_all = {"class_path": "optuna.pruners.ThresholdPruner", "init_args": {"lower": 2.0}}  # val/acc < 2
     result = run_app(
         "tune",

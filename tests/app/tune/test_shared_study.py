@@ -1,6 +1,7 @@
-"""Two tune processes on one study (a real PostgreSQL server; a journal file) finish exactly the trials
-asked for, none run twice; one of them SIGKILLed mid-trial, the same command run again resumes that trial
-from its own ``last.ckpt`` and it ends with exactly the weights an uninterrupted fit with its values has."""
+"""Two tune processes on one study (a real PostgreSQL server; a journal file; SQLite) finish exactly the
+trials asked for, none run twice nor drawing the same values; one of them SIGKILLed mid-trial, the same
+command run again resumes that trial from its own ``last.ckpt`` and it ends with exactly the weights an
+uninterrupted fit with its values has."""
 
 import csv
 import signal
@@ -45,15 +46,22 @@ def trial_of(pid: int) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("kind", ["postgresql", "journal"])
+@pytest.mark.full
+@pytest.mark.parametrize("kind", ["postgresql", "journal", "sqlite"])
 def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
     kind, request, mnist_root, tmp_path
 ):
-    storage = request.getfixturevalue("postgres").url if kind == "postgresql" else str(tmp_path / "study.log")
+    storage = {
+        "postgresql": lambda: request.getfixturevalue("postgres").url,
+        "journal": lambda: str(tmp_path / "study.log"),
+        "sqlite": lambda: None,  # the default: ROOT/tune/NAME/study.db
+    }[kind]()
     space = tmp_path / "space.yaml"
     parameters = {"model.optimizer.lr": {"distribution": "log_uniform_values", "min": 0.005, "max": 0.05}}
     space.write_text(
-        yaml.safe_dump({"method": "random", "metric": {"name": "val/acc"}, "parameters": parameters})
+        yaml.safe_dump(
+            {"method": "random", "metric": {"name": "val/acc", "goal": "maximize"}, "parameters": parameters}
+        )
     )
     name = f"shared-{kind}"
     tune = app_command(
@@ -61,7 +69,7 @@ def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
         f"--data.root={mnist_root}",
         f"--tune.space={space}",
         f"--tune.trials={TRIALS}",
-        f"--tune.storage={storage}",
+        *([f"--tune.storage={storage}"] if storage else []),
         f"--tune.study_name={name}",
         "--trainer.max_epochs=2",
         "--last_checkpoint.every_n_steps=1",
@@ -75,7 +83,7 @@ def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
     while killed is None:
         assert time.monotonic() < deadline and first.poll() is None, "the first tune process ended early"
         running = trial_of(first.pid)
-        if running and (folder / running / "reports.jsonl").is_file():
+        if running and (folder / ".channels" / running / "reports.jsonl").is_file():
             first.send_signal(signal.SIGKILL)
             killed = running
         time.sleep(0.05)
@@ -86,11 +94,13 @@ def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
 
     import optuna
 
-    optuna_storage = (
-        optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(storage))
-        if kind == "journal"
-        else storage
-    )
+    optuna_storage = {
+        "postgresql": lambda: storage,
+        "journal": lambda: optuna.storages.JournalStorage(
+            optuna.storages.journal.JournalFileBackend(storage)
+        ),
+        "sqlite": lambda: f"sqlite:///{folder / 'study.db'}",
+    }[kind]()
     trials = optuna.load_study(study_name=name, storage=optuna_storage).trials
     complete = [t for t in trials if t.state.name == "COMPLETE"]
     # Exactly the count asked for, each run (folder) once: the killed trial failed, then resumed once.
@@ -103,6 +113,9 @@ def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
     assert resumed.params == interrupted.params and resumed.user_attrs["run"] == killed
     assert not list((folder / killed).glob("version_1"))  # resumed in its own run folder, not started anew
     assert "--ckpt_path last: resuming from" in (folder / killed / "output.log").read_text()
+    # Every draw its own: each process seeds a trial's draws with its number (the same --seed_everything).
+    drawn = [t.params["model.optimizer.lr"] for t in trials if "resumes" not in t.user_attrs]
+    assert len(set(drawn)) == len(drawn) >= TRIALS, drawn
     rows = list(csv.DictReader((folder / "trials.csv").open()))
     assert len(rows) == len(trials)
 
@@ -123,34 +136,37 @@ def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
     assert max_difference(tuned["state_dict"], plain["state_dict"]) == 0
 
 
+@pytest.mark.full
 def test_a_trial_whose_machine_went_silent_is_taken_over(postgres, mnist_root, tmp_path):
-    """A RUNNING trial of another machine with no heartbeat for longer than the grace period: its machine
-    is taken for dead, and a tune process anywhere runs the trial again with its values."""
+    """A RUNNING trial of another machine whose heartbeat stays silent for longer than the grace period
+    (by the watching process's clock): its machine is taken for dead, and a tune process anywhere runs the
+    trial again with its values."""
     import optuna
 
     from app.tune import study as tune_study
-    from app.tune.space import load
+    from app.tune.command import parse
+    from app.tune.identity import IDENTITY
+    from app.tune.search import Tune
 
     space = tmp_path / "space.yaml"
     space.write_text(
         yaml.safe_dump(
-            {"metric": {"name": "val/acc"}, "parameters": {"model.optimizer.lr": {"values": [0.02, 0.03]}}}
+            {
+                "metric": {"name": "val/acc", "goal": "maximize"},
+                "parameters": {"model.optimizer.lr": {"values": [0.02, 0.03]}},
+            }
         )
     )
     made = optuna.create_study(study_name="silent", storage=postgres.url, direction="maximize")
-    made.set_user_attr(tune_study.SPACE, load(space, "val/acc", "maximize").digest() + "-folds1")
+    fit_args = [*SHRINK, f"--data.root={mnist_root}"]
+    made.set_user_attr(IDENTITY, Tune(parse([f"--tune.space={space}"]), fit_args).settings)
     lost = made.ask({"model.optimizer.lr": optuna.distributions.CategoricalDistribution([0.02, 0.03])})
     lost.set_user_attr(tune_study.RUN, "trial-000")
     storage = optuna.storages.RDBStorage(postgres.url)
     trial_id = storage.get_trial_id_from_study_id_trial_number(
         storage.get_study_id_from_name("silent"), lost.number
     )
-    silent_for = tune_study.GRACE + 60
-    for key, value in {
-        tune_study.HOST: "node-7",
-        tune_study.PID: 1,
-        tune_study.BEAT: time.time() - silent_for,
-    }.items():
+    for key, value in {tune_study.HOST: "node-7", tune_study.PID: 1, tune_study.BEAT: 12345.0}.items():
         storage.set_trial_system_attr(trial_id, key, value)
     result = run_app(
         "tune",
@@ -170,6 +186,9 @@ def test_a_trial_whose_machine_went_silent_is_taken_over(postgres, mnist_root, t
         and again.user_attrs["run"] == "trial-000"
     )
     assert "(resumes trial 0)" in result.stderr
+    # Its run folder was on node-7: said in one line, and the trial trains from the start here.
+    assert "tune: trial 1 resumes trial 0, whose run folder " in result.stderr
+    assert "this machine does not see: it trains from the start" in result.stderr
 
 
 def test_tune_processes_that_open_a_new_database_at_once_all_open_it(postgres):

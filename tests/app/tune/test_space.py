@@ -9,6 +9,7 @@ import yaml
 from helpers.cli import ROOT
 
 from app.errors import UsageError
+from app.tune.draws import PerTrial, reseeded
 from app.tune.space import load
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -67,7 +68,8 @@ def test_each_method_draws_every_distribution_within_its_range(method, tmp_path)
     if method == "grid":  # every point once
         assert len(space.points()) == 3 * 2 * 4
         assert len({tuple(sorted(p.items())) for p in drawn}) == 24
-    else:  # the log scale: a tenth of the draws or more in the lowest decade (uniform would give 0.1 %)
+    elif method == "random":  # the log scale: a tenth or more in the lowest decade (uniform: 0.1 %)
+        # (TPE's draws follow the values told, which here favour a large a.log.)
         assert sum(p["a.log"] < 1e-3 for p in drawn) >= 4
 
 
@@ -147,3 +149,63 @@ def test_the_fast_presets_own_values_are_its_spaces_trial_0():
         "data.batch_size": 256,
     }
     assert {type(v) for v in values.values()} == {float, int}  # plain values, as Optuna keeps them
+
+
+def test_workers_on_one_study_draw_distinct_values_and_one_worker_draws_reproducibly(tmp_path):
+    space = load(space_file(tmp_path, {"lr": {"min": 0.1, "max": 0.2}}), "val/acc", "maximize")
+    storage = optuna.storages.InMemoryStorage()
+    first = optuna.create_study(study_name="s", storage=storage, sampler=space.sampler(0))
+    second = optuna.load_study(study_name="s", storage=storage, sampler=space.sampler(0))  # same seed
+    for study in (first, second) * 4:  # two workers taking turns, as two tune processes do
+        trial = study.ask(space.distributions_for_ask())
+        study.tell(trial, 0.5)
+    drawn = [t.params["lr"] for t in first.trials]
+    assert len(set(drawn)) == 8
+    alone = optuna.create_study(sampler=space.sampler(0))  # one worker, the same seed: the same draws
+    assert [alone.ask(space.distributions_for_ask()).params["lr"] for _ in range(8)] == drawn
+    other = optuna.create_study(sampler=space.sampler(1))
+    assert other.ask(space.distributions_for_ask()).params["lr"] != drawn[0]
+    # A --tune.sampler of the user's, seeded: each worker's copy still draws its own values.
+    given = optuna.samplers.RandomSampler(seed=0)
+    storage = optuna.storages.InMemoryStorage()
+    first = optuna.create_study(study_name="u", storage=storage, sampler=PerTrial(reseeded(given), 0))
+    second = optuna.load_study(study_name="u", storage=storage, sampler=PerTrial(reseeded(given), 0))
+    for study in (first, second) * 2:
+        study.tell(study.ask(space.distributions_for_ask()), 0.5)
+    assert len({t.params["lr"] for t in first.trials}) == 4
+
+
+def test_a_sweep_file_without_a_goal_is_minimized_as_in_wandb(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text(
+        yaml.safe_dump({"metric": {"name": "val/loss"}, "parameters": {"lr": {"values": [1, 2]}}})
+    )
+    assert (load(path, "val/acc", "maximize").metric, load(path, "val/acc", "maximize").direction) == (
+        "val/loss",
+        "minimize",
+    )
+    path.write_text(yaml.safe_dump({"parameters": {"lr": {"values": [1, 2]}}}))  # no metric: the config's
+    assert load(path, "val/acc", "maximize").direction == "maximize"
+
+
+@pytest.mark.parametrize(
+    ("top", "named"),
+    [
+        ({"metric": None}, "metric must be a mapping with a name"),
+        ({"metric": "val/acc"}, "metric must be a mapping with a name"),
+        ({"metric": {"goal": "maximize"}}, "metric must be a mapping with a name"),
+        ({"early_terminate": "hyperband"}, "early_terminate must be {type: hyperband"),
+        ({"early_terminate": {"type": "envelope"}}, "early_terminate must be {type: hyperband"),
+        ({"early_terminate": {"type": "hyperband", "min_iter": 0}}, "early_terminate min_iter must be"),
+        (
+            {"early_terminate": {"type": "hyperband", "min_iter": 2, "eta": "3"}},
+            "early_terminate eta must be",
+        ),
+        ({"early_terminate": {"type": "hyperband"}}, "needs min_iter or max_iter"),
+    ],
+)
+def test_a_malformed_sweep_file_is_refused_in_one_line(top, named, tmp_path):
+    with pytest.raises(UsageError) as raised:
+        load(space_file(tmp_path, {"x.y": {"values": [1, 2]}}, **top), "val/acc", "maximize")
+    message = str(raised.value)
+    assert message.startswith("--tune.space ") and named in message and "\n" not in message

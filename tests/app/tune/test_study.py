@@ -26,7 +26,9 @@ def test_a_search_leaves_a_study_folder_people_can_read(mnist_root, tmp_path):
     # A grid: its points are the trials, in order; 1e12 makes the loss diverge (the NaN stop: a failure).
     parameters = {"model.optimizer.lr": {"values": [0.01, 0.2, 1.0e12]}, "data.batch_size": {"value": 32}}
     space.write_text(
-        yaml.safe_dump({"method": "grid", "metric": {"name": "val/acc"}, "parameters": parameters})
+        yaml.safe_dump(
+            {"method": "grid", "metric": {"name": "val/acc", "goal": "maximize"}, "parameters": parameters}
+        )
     )
     result = run_app("tune", f"--data.root={mnist_root}", f"--tune.space={space}", cwd=tmp_path)
     check(result)
@@ -39,7 +41,10 @@ def test_a_search_leaves_a_study_folder_people_can_read(mnist_root, tmp_path):
     ]
     assert "loss" in rows[2]["error"] and rows[2]["value"] == ""
     # One line per trial as it ends, with its values and result.
-    ended = [line for line in result.stderr.splitlines() if line.startswith("trial ")]
+    lines = result.stderr.splitlines()
+    started = [line for line in lines if line.startswith("trial ") and ": started, log " in line]
+    assert started[0] == "trial 0 lr=0.01: started, log runs/tune/space/trial-000/output.log"
+    ended = [line for line in lines if line.startswith("trial ") and line not in started]
     assert [line.split(":")[0] for line in ended] == [
         "trial 0 [1/3] lr=0.01",
         "trial 1 [2/3] lr=0.2",
@@ -48,8 +53,10 @@ def test_a_search_leaves_a_study_folder_people_can_read(mnist_root, tmp_path):
     assert "failed: " in ended[2]
     for name in ("history", "importances", "parallel"):
         assert (folder / f"{name}.png").stat().st_size > 1000, name
-    # Each trial is a run of its own, its config that of a fit with the drawn values.
+    # Each trial is a run of its own, its config that of a fit with the drawn values; the files the tune
+    # process and its trials talk through are kept apart.
     for row in rows:
+        assert {p.name for p in (folder / row["run"]).iterdir()} == {"version_0", "output.log"}
         config = yaml.safe_load((folder / row["run"] / "version_0" / "config.yaml").read_text())
         assert config["model"]["optimizer"]["init_args"]["lr"] == float(row["model.optimizer.lr"])
         assert config["data"]["init_args"]["batch_size"] == 32

@@ -7,14 +7,24 @@ import time
 import optuna
 import pytest
 import yaml
-from helpers.cli import run_app
+from helpers.cli import SHRINK, run_app
 
 from app.tune import study as tune_study
+from app.tune.command import parse, split
+from app.tune.identity import IDENTITY
+from app.tune.search import Tune
 
 SPACE = {
     "metric": {"name": "val/acc", "goal": "maximize"},
     "parameters": {"model.optimizer.lr": {"values": [0.01]}},
 }
+
+
+def tuned(tmp_path, args: list[str]) -> Tune:
+    """The tune process's settings for ``args`` (before it opens its study), read in this process."""
+    tune_args, fit_args = split([f"--tune.space={tmp_path / 'space.yaml'}", *SHRINK, *args])
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump(SPACE))
+    return Tune(parse(tune_args), fit_args)
 
 
 def refused(tmp_path, *args: str, space: dict | None = SPACE) -> str:
@@ -33,7 +43,10 @@ def refused(tmp_path, *args: str, space: dict | None = SPACE) -> str:
 @pytest.mark.parametrize(
     ("parameters", "said"),
     [
-        ({"model.optimizer.lrr": {"values": [0.1]}}, ["model.optimizer.lrr", "--model.optimizer.lr"]),
+        (
+            {"model.optimizer.lrr": {"values": [0.1]}},
+            ["--tune.space: model.optimizer.lrr is no option of fit; close: model.optimizer.lr"],
+        ),
         ({"data.batch_size": {"values": [64, 0]}}, ["data.batch_size=0", "PositiveInt"]),
         ({"data.batch_size": {"min": 0.5, "max": 64.0}}, ["data.batch_size=0.5"]),
         ({"model.label_smoothing": {"distribution": "normal", "mu": 0, "sigma": 1}}, ["normal", "supported"]),
@@ -77,12 +90,17 @@ def test_a_storage_that_refuses_or_is_not_there(mnist_root, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_study_name_met_with_another_space(mnist_root, tmp_path):
+def test_a_study_named_for_other_settings(mnist_root, tmp_path):
+    """A study keeps the settings it tunes: a rerun with others, under the same --tune.study_name, is refused
+    naming the keys that differ (without the name: a study of its own, tests/app/tune/test_trial_life.py)."""
     storage = f"sqlite:///{tmp_path / 'shared.db'}"
-    optuna.create_study(study_name="space", storage=storage).set_user_attr(tune_study.SPACE, "another")
-    line = refused(tmp_path, f"--data.root={mnist_root}", f"--tune.storage={storage}")
-    assert "another search space" in line and "--tune.study_name" in line
-    assert len(optuna.load_study(study_name="space", storage=storage).trials) == 0
+    given = [f"--data.root={mnist_root}", f"--tune.storage={storage}", "--tune.study_name=mine"]
+    settings = tuned(tmp_path, [*given, "--trainer.max_epochs=3"]).settings
+    optuna.create_study(study_name="mine", storage=storage).set_user_attr(IDENTITY, settings)
+    line = refused(tmp_path, *given, "--model.label_smoothing=0.1")
+    assert "study mine" in line and "(model.label_smoothing, trainer.max_epochs differ)" in line
+    assert "--tune.study_name" in line
+    assert len(optuna.load_study(study_name="mine", storage=storage).trials) == 0
 
 
 def test_sqlite_asked_to_serve_a_second_machine(mnist_root, tmp_path):
@@ -90,11 +108,8 @@ def test_sqlite_asked_to_serve_a_second_machine(mnist_root, tmp_path):
     # The study made, and a trial that another machine's tune process runs now (its heartbeat fresh).
     path = tmp_path / "space.yaml"
     path.write_text(yaml.safe_dump(SPACE))
-    from app.tune.space import load
-
-    digest = load(path, "val/acc", "maximize").digest() + "-folds1"
     made = optuna.create_study(study_name="space", storage=storage, direction="maximize")
-    made.set_user_attr(tune_study.SPACE, digest)
+    made.set_user_attr(IDENTITY, tuned(tmp_path, [f"--data.root={mnist_root}"]).settings)
     running = made.ask()
     storage_ = optuna.storages.RDBStorage(storage)
     trial_id = storage_.get_trial_id_from_study_id_trial_number(
