@@ -16,6 +16,7 @@ from app.internals import set_collective_timeout
 # The first torch whose gloo groups apply a timeout set after they were made (2.8 and older keep the
 # one they were made with: pytorch issue 165422).
 GLOO_TIMEOUT = (2, 9)
+GLOO_WAIT = "a rank waits for the others up to the group's own timeout (Lightning's 1800 s)"
 
 
 class DistributedJob(Callback):
@@ -41,12 +42,8 @@ class DistributedJob(Callback):
         distributed = dist.is_available() and dist.is_initialized()
         self.pending = timedelta(seconds=seconds) if seconds is not None and distributed else None
         gloo = self.pending is not None and stage == "fit" and dist.get_backend() == "gloo"
-        needed = versions.needs("torch", GLOO_TIMEOUT) if gloo else None
-        if needed:
-            rank_zero_info(
-                f"warning: --trainer.collective_timeout on gloo needs {needed}: a rank waits for the "
-                "others up to the group's own timeout (Lightning's 1800 s)"
-            )
+        if gloo and (needed := versions.needs("torch", GLOO_TIMEOUT)):
+            rank_zero_info(f"warning: --trainer.collective_timeout on gloo needs {needed}: {GLOO_WAIT}")
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
