@@ -81,6 +81,14 @@ def image_folder_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_image_folder(tmp_path_factory.mktemp("images"))
 
 
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The template's files in a git repository tagged v1, as copier reads a template; left unchanged."""
+    from helpers.tree import template_repository
+
+    return template_repository(tmp_path_factory.mktemp("template"))
+
+
 @pytest.fixture
 def fashion_mnist() -> Path:
     """Debian's real Fashion-MNIST; skipped where missing, except in CI, which installs it."""

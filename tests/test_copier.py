@@ -32,7 +32,8 @@ TEMPLATE_ONLY = CONFIG["template_files"]["default"]
 
 
 @pytest.fixture
-def template(tmp_path):
+def own_template(tmp_path):
+    """A template repository of this test's own, to commit a new version to."""
     return template_repository(tmp_path / "template")
 
 
@@ -40,6 +41,7 @@ def pyproject(project) -> dict:
     return tomllib.loads((project / "pyproject.toml").read_text())
 
 
+@pytest.mark.full
 def test_the_defaults_make_a_project_of_its_own_that_runs(template, mnist_root, tmp_path):
     project = new_project(template, tmp_path / "my-project")
 
@@ -62,6 +64,7 @@ def test_the_defaults_make_a_project_of_its_own_that_runs(template, mnist_root, 
     check_it_runs(project, mnist_root)
 
 
+@pytest.mark.full
 def test_the_answers_name_the_project_and_choose_what_make_train_trains(template, tmp_path):
     project = new_project(
         template,
@@ -83,6 +86,7 @@ def test_the_answers_name_the_project_and_choose_what_make_train_trains(template
     assert (project / "configs" / "cifar10.yaml").is_file()
 
 
+@pytest.mark.full
 @pytest.mark.parametrize(
     "data, says",
     [
@@ -99,6 +103,7 @@ def test_bad_answers_are_refused_before_anything_is_written(data, says, template
     assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.full
 def test_a_folder_that_holds_files_is_refused(template, tmp_path):
     (tmp_path / "taken" / ".hidden").mkdir(parents=True)
     (tmp_path / "taken" / ".hidden" / "notes.txt").write_text("mine\n")
@@ -146,7 +151,9 @@ def edit(file, old: str, new: str) -> None:
     file.write_text(text.replace(old, new))
 
 
-def test_update_brings_the_new_template_version_and_keeps_the_users_edits(template, mnist_root, tmp_path):
+@pytest.mark.full
+def test_update_brings_the_new_template_version_and_keeps_the_users_edits(own_template, mnist_root, tmp_path):
+    template = own_template
     project = new_project(template, tmp_path / "project")
     commit_all(project, "made by copier from v1")
 

@@ -82,6 +82,7 @@ def loader_data(path: str, tmp_path: Path, mnist_root: Path) -> list[str]:
     return ["--data=StreamingDataModule", f"--data.root={shards}", "--data.batch_size=20"]
 
 
+@pytest.mark.full
 @pytest.mark.distributed  # processes started and killed
 @pytest.mark.parametrize("path", ["image folder", "streaming"])
 def test_a_killed_loader_worker_is_one_line_and_resume_is_exact(path, mnist_root, tmp_path):

@@ -14,7 +14,7 @@ import time
 import pytest
 from helpers.cli import app_command, app_env
 
-pytestmark = pytest.mark.distributed
+pytestmark = [pytest.mark.distributed, pytest.mark.full]
 
 COLLECTIVE_TIMEOUT = 5  # seconds, from the first training step on
 DDP2 = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]

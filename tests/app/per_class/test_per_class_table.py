@@ -21,6 +21,7 @@ def rows(path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 def test_two_processes_and_one_give_the_same_scores_and_table(fashion_mnist_root, tmp_path):
     """fit in 2 gloo processes (test set 251: shards of 126 and 125) monitors val/f1_macro and tests

@@ -331,6 +331,7 @@ class SavingPictures(ValidationPictures):
         torch.save(self.matrix, Path(trainer.default_root_dir) / f"matrix-rank{trainer.global_rank}.pt")
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 def test_confusion_matrix_counts_the_samples_of_every_rank(mnist_root, tmp_path):
     fit(mnist_root, tmp_path, SavingPictures(), accelerator="cpu", devices=2, strategy="ddp_spawn")

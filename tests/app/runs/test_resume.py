@@ -177,6 +177,7 @@ def test_nan_loss_between_log_steps_is_caught_before_the_next_checkpoint(mnist_r
     assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 def test_nan_loss_on_one_rank_stops_every_rank_at_its_step(mnist_root, tmp_path):
     ddp = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]

@@ -45,6 +45,7 @@ def trial_of(pid: int) -> str | None:
     return None
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("kind", ["postgresql", "journal"])
 def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
     kind, request, mnist_root, tmp_path
@@ -123,6 +124,7 @@ def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
     assert max_difference(tuned["state_dict"], plain["state_dict"]) == 0
 
 
+@pytest.mark.full
 def test_a_trial_whose_machine_went_silent_is_taken_over(postgres, mnist_root, tmp_path):
     """A RUNNING trial of another machine with no heartbeat for longer than the grace period: its machine
     is taken for dead, and a tune process anywhere runs the trial again with its values."""
@@ -172,6 +174,7 @@ def test_a_trial_whose_machine_went_silent_is_taken_over(postgres, mnist_root, t
     assert "(resumes trial 0)" in result.stderr
 
 
+@pytest.mark.full
 def test_tune_processes_that_open_a_new_database_at_once_all_open_it(postgres):
     """Each creates its tables if missing, so several at once collide in PostgreSQL (optuna issue 1092)."""
     url = postgres.new_database("opened_at_once")
