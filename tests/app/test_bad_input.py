@@ -107,7 +107,9 @@ def test_an_image_folder_without_classes_or_images_is_one_line(layout, expected,
     ("args", "share"),
     [
         ([], "512 samples (512 over 1 process)"),
-        pytest.param(CPU2_DDP, "256 samples (512 over 2 processes)", marks=pytest.mark.distributed),
+        pytest.param(
+            CPU2_DDP, "256 samples (512 over 2 processes)", marks=[pytest.mark.distributed, pytest.mark.full]
+        ),
     ],
 )
 def test_a_batch_larger_than_a_process_share_is_one_line(args, share, mnist_root, tmp_path):

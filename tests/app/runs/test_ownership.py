@@ -3,6 +3,7 @@
 import fcntl
 import hashlib
 
+import pytest
 import torch
 import yaml
 from helpers.cli import callback, check, run_app, run_folder, run_process
@@ -78,6 +79,7 @@ def test_a_run_being_written_is_refused_to_a_second_writer(mnist_root, tmp_path)
     check(run_app("fit", data, "--trainer.max_epochs=2", "--ckpt_path=last", cwd=tmp_path))
 
 
+@pytest.mark.full
 def test_ctrl_c_saves_last_ckpt_and_prints_the_resume_command(mnist_root, tmp_path):
     args = [*TWO_EPOCHS, f"--data.root={mnist_root}", "--last_checkpoint.every_n_steps=0"]
     result = run_process("fit", *args, callback("helpers.stops.SigintAt", step=5), cwd=tmp_path)

@@ -191,6 +191,7 @@ def test_nan_loss_on_one_rank_stops_every_rank_at_its_step(mnist_root, tmp_path)
     assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
 
 
+@pytest.mark.full
 def test_full_disk_while_saving_keeps_the_checkpoints_and_resume_is_exact(mnist_root, tmp_path):
     """Checkpoints outgrow the process's file-size limit mid-run (as on a full disk): last.ckpt and the
     best checkpoint stay whole, one line names the folder and the bytes; once there is room, the resume
