@@ -4,6 +4,7 @@ How runs are made and shrunk is in ``helpers/cli.py``; the data writers in ``hel
 """
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,26 @@ def cifar100_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def image_folder_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_image_folder(tmp_path_factory.mktemp("images"))
+
+
+@pytest.fixture(scope="session")
+def trained_run(mnist_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of one finished MNIST fit (the shrunk defaults, no final test), ``runs/`` in it; read it
+    as it is, or take a copy to change (``trained_here``)."""
+    from helpers.cli import check, run_app
+
+    cwd = tmp_path_factory.mktemp("trained")
+    check(run_app("fit", f"--data.root={mnist_root}", "--test_after_fit=false", cwd=cwd))
+    return cwd
+
+
+@pytest.fixture
+def trained_here(trained_run: Path, tmp_path: Path) -> Path:
+    """A copy of ``trained_run``'s ``runs/`` in ``tmp_path``, as if that fit had run there; its run folder."""
+    from helpers.cli import run_folder
+
+    shutil.copytree(trained_run / "runs", tmp_path / "runs")
+    return run_folder(tmp_path)
 
 
 @pytest.fixture(scope="session")

@@ -134,12 +134,13 @@ def files_of(folder: Path) -> dict[Path, str]:
 
 
 @pytest.mark.full
-def test_a_full_disk_for_predictions_or_config_is_one_line_and_nothing_is_lost(mnist_root, tmp_path):
+def test_a_full_disk_for_predictions_or_config_is_one_line_and_nothing_is_lost(
+    mnist_root, trained_here, tmp_path
+):
     """predictions.csv, or a resume's config.yaml, meets a full disk (the file-size limit): one line names
     the folder and the bytes needed; no partial file, the run's files as they were; with room, both work."""
     data = f"--data.root={mnist_root}"
-    check(run_app("fit", data, "--test_after_fit=false", cwd=tmp_path))
-    run = run_folder(tmp_path)
+    run = trained_here
     before = files_of(run)
     commands = {
         "predictions.csv": [
