@@ -2,11 +2,14 @@
 
 Whole processes, rounds interleaved, medians: ``python -c "import torch, lightning"``; ``python -m app fit
 --help``; ``python -m app fit`` of a preset from process start to its first training step (W&B offline).
+Beside the wall-clock seconds, each process's CPU seconds (user and system, the whole process), which a
+machine shared with other jobs moves far less.
 """
 
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -19,15 +22,22 @@ from benchmarks.tune import FIRST_STEP
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def timed(command: list[str], folder: Path, mark: Path | None = None) -> float:
-    """Seconds from the start of ``command`` to its end, or to the time its first step wrote to ``mark``."""
+def cpu_seconds() -> float:
+    """User and system seconds of the child processes waited for so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def timed(command: list[str], folder: Path, mark: Path | None = None) -> tuple[float, float]:
+    """Seconds from the start of ``command`` to its end, or to the time its first step wrote to ``mark``;
+    and the CPU seconds of the whole process."""
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)}
-    start = time.time()
+    cpu, start = cpu_seconds(), time.time()
     done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
     end = time.time()
     if done.returncode:
         sys.exit(f"error: {' '.join(command)} failed:\n{done.stderr[-2000:]}")
-    return (float(mark.read_text()) if mark else end) - start
+    return (float(mark.read_text()) if mark else end) - start, cpu_seconds() - cpu
 
 
 def main() -> None:
@@ -37,11 +47,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     python = sys.executable
-    rows: dict[str, list[float]] = {
-        "import torch, lightning": [],
-        "app fit --help": [],
-        "app fit, first step": [],
-    }
+    names = ["import torch, lightning", "app fit --help", "app fit, first step"]
+    rows: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for r in range(args.rounds):
@@ -61,14 +68,20 @@ def main() -> None:
             order = list(commands) if r % 2 == 0 else list(commands)[::-1]
             for name in order:
                 rows[name].append(timed(commands[name][0], folder, commands[name][1]))
-            print(f"round {r}: " + ", ".join(f"{n} {rows[n][-1]:.2f} s" for n in commands), file=sys.stderr)
-    floor = statistics.median(rows["import torch, lightning"])
-    print(f"| command | median s ({args.rounds} rounds) | / import torch, lightning | each round |")
-    print("|---|---|---|---|")
+            print(
+                f"round {r}: " + ", ".join(f"{n} {rows[n][-1][0]:.2f} s" for n in commands), file=sys.stderr
+            )
+    floor = [statistics.median(v[i] for v in rows[names[0]]) for i in (0, 1)]
+    print(
+        f"| command | wall s (median of {args.rounds}) | / import | CPU s | / import | wall s, each round |"
+    )
+    print("|---|---|---|---|---|---|")
     for name, values in rows.items():
-        median = statistics.median(values)
-        each = ", ".join(f"{v:.2f}" for v in values)
-        print(f"| `{name}` | {median:.2f} | {median / floor:.2f} | {each} |")
+        wall, cpu = (statistics.median(v[i] for v in values) for i in (0, 1))
+        each = ", ".join(f"{v[0]:.2f}" for v in values)
+        print(
+            f"| `{name}` | {wall:.2f} | {wall / floor[0]:.2f} | {cpu:.2f} | {cpu / floor[1]:.2f} | {each} |"
+        )
 
 
 if __name__ == "__main__":
