@@ -86,7 +86,6 @@ def test_the_answers_name_the_project_and_choose_what_make_train_trains(template
     assert (project / "configs" / "cifar10.yaml").is_file()
 
 
-@pytest.mark.full
 @pytest.mark.parametrize(
     "data, says",
     [
@@ -103,7 +102,6 @@ def test_bad_answers_are_refused_before_anything_is_written(data, says, template
     assert not (tmp_path / "new").exists()
 
 
-@pytest.mark.full
 def test_a_folder_that_holds_files_is_refused(template, tmp_path):
     (tmp_path / "taken" / ".hidden").mkdir(parents=True)
     (tmp_path / "taken" / ".hidden" / "notes.txt").write_text("mine\n")
