@@ -1,9 +1,10 @@
-# The README's commands. `make train`: the main job offline; `make test`: the test suite.
+# The README's commands. `make train`: the main job offline; `make test`: the fast tier of the test suite;
+# `make test-all`: with the full tier (processes, servers, copier), what CI runs.
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup upgrade fashion-mnist train test test-lowest lint format
+.PHONY: setup upgrade fashion-mnist train test test-all test-lowest lint format
 
 setup: $(VENV)/.installed
 
@@ -36,6 +37,12 @@ test: setup fashion-mnist
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m pytest
+
+# Both tiers (-m replaces pyproject.toml's 'not slow and not full').
+test-all: setup fashion-mnist
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+	$(PYTHON) -m pytest -m 'not slow'
 
 # The lowest versions pyproject.toml allows (scripts/lowest.py pins each requirement to its lower bound),
 # in a fresh .venv-lowest (torch 2.6.0 from PyPI: about 3 GB of CUDA wheels), on the tests of the CLI,

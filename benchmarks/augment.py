@@ -1,9 +1,9 @@
-"""``python -m benchmarks.augment``: the resident loader's training batches, before and after issue 26.
+"""``python -m benchmarks.augment``: the resident loader's declared augmentation against hand-written batches.
 
 Each row is one data set's augmentation, run over a resident epoch of random uint8 images
 (``ResidentLoader``, as the DataModules build it) three ways, in turn, ``--rounds`` times:
 
-- before: the hand-written batch functions the DataModule called before (its ``augment``);
+- before: hand-written batch functions, as a DataModule's own ``augment`` would run them;
 - after: the data set's one declaration, ``augmentation()`` (v2 transforms), run by ``data.augment``;
 - per image: the same v2 transforms applied to each image of the batch (the design not taken).
 
@@ -35,7 +35,7 @@ MEAN, STD = torch.tensor([0.5, 0.45, 0.4]), torch.tensor([0.25, 0.25, 0.25])
 
 
 def random_crop_before(images: Tensor, padding: int, generator: torch.Generator) -> Tensor:
-    """``data.batch_transforms.random_crop`` as it was before it took v2's sizes and paddings."""
+    """A hand-written padded random crop of a batch (data.batch_transforms.random_crop without v2's sizes)."""
     n, c, h, w = images.shape
     padded = torch.nn.functional.pad(images, (padding,) * 4)
     dy, dx = torch.randint(0, 2 * padding + 1, (2, n, 1), device=images.device, generator=generator)

@@ -75,7 +75,7 @@ Made from the Lightning CNN template, {source}: its README documents every comma
 
 ```bash
 make train   # install into .venv, train configs/{PRESETS[answers["dataset"]]}, print test accuracy
-make test    # install, then the whole test suite (what CI runs: .ci/run)
+make test    # install, then the fast tier of the test suite (make test-all: every tier, as .ci/run)
 ```
 
 ## Layout

@@ -4,6 +4,7 @@ How runs are made and shrunk is in ``helpers/cli.py``; the data writers in ``hel
 """
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ import torch
 from helpers.data_files import write_cifar, write_image_folder, write_imbalanced_mnist, write_mnist
 
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+# The longest a fast-tier test may run (its call, on an idle 2-core machine): past it, it belongs to `full`.
+FAST_TIER_SECONDS = 20.0
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -27,6 +30,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that start several processes (the long ones) first: under pytest-xdist they then run
     beside the short ones rather than alone at the end."""
     items.sort(key=lambda item: item.get_closest_marker("distributed") is None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A fast-tier test whose call runs past FAST_TIER_SECONDS fails with its time, so `make test` stays
+    quick as the suite grows. The limit grows with the load per core (pytest-xdist's workers, other jobs),
+    which slows every test alike."""
+    report = yield
+    tiers = ("full", "slow", "gpu")
+    if call.when != "call" or not report.passed or any(item.get_closest_marker(m) for m in tiers):
+        return report
+    limit = FAST_TIER_SECONDS * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    if call.duration > limit:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} took {call.duration:.1f} s, over the fast tier's {limit:.0f} s: make it cheaper, "
+            "or mark it @pytest.mark.full (CI's fuller tier, `make test-all`)"
+        )
+    return report
 
 
 @pytest.fixture(scope="session")
@@ -58,6 +80,34 @@ def cifar100_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def image_folder_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_image_folder(tmp_path_factory.mktemp("images"))
+
+
+@pytest.fixture(scope="session")
+def trained_run(mnist_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of one finished MNIST fit (the shrunk defaults, no final test), ``runs/`` in it; read it
+    as it is, or take a copy to change (``trained_here``)."""
+    from helpers.cli import check, run_app
+
+    cwd = tmp_path_factory.mktemp("trained")
+    check(run_app("fit", f"--data.root={mnist_root}", "--test_after_fit=false", cwd=cwd))
+    return cwd
+
+
+@pytest.fixture
+def trained_here(trained_run: Path, tmp_path: Path) -> Path:
+    """A copy of ``trained_run``'s ``runs/`` in ``tmp_path``, as if that fit had run there; its run folder."""
+    from helpers.cli import run_folder
+
+    shutil.copytree(trained_run / "runs", tmp_path / "runs")
+    return run_folder(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The template's files in a git repository tagged v1, as copier reads a template; left unchanged."""
+    from helpers.tree import template_repository
+
+    return template_repository(tmp_path_factory.mktemp("template"))
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ NEED_CUDA["cuda graphs / hand-written loop"] = "skipped: CUDA graphs need CUDA"
 
 
 # Starts a child process per run of the check, one after the other; among the long tests.
+@pytest.mark.full
 @pytest.mark.distributed
 def test_the_dry_run_measures_every_part_and_writes_the_table_and_the_json(tmp_path):
     out = tmp_path / "out"

@@ -7,6 +7,7 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
+import pytest
 import yaml
 from helpers.cli import ROOT
 
@@ -56,6 +57,7 @@ def test_extras_are_declared():
     assert PYPROJECT["project"]["scripts"] == {"app": "app.cli:main"}
 
 
+@pytest.mark.full
 def test_console_script_and_module_print_the_same_help(tmp_path):
     # Outside the repository and without PYTHONPATH: only the installed project can answer.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

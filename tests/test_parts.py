@@ -6,14 +6,9 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import ROOT
-from helpers.tree import check_it_runs, new_project, parts, python_in, template_repository
+from helpers.tree import check_it_runs, new_project, parts, python_in
 
 PARTS = parts()
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory):
-    return template_repository(tmp_path_factory.mktemp("template"))
 
 
 def test_copier_yml_defines_each_part_by_what_is_in_the_tree():
@@ -34,6 +29,7 @@ def package_of(paths: list[str]) -> str:
     return paths[0].removesuffix(".py").replace("/", ".")
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("part", sorted(PARTS))
 def test_a_project_without_each_part_runs(part, template, mnist_root, tmp_path):
     project = new_project(template, tmp_path / "project", parts=[p for p in PARTS if p != part])
@@ -54,6 +50,7 @@ def test_a_project_without_each_part_runs(part, template, mnist_root, tmp_path):
     check_it_runs(project, mnist_root)
 
 
+@pytest.mark.full
 def test_without_the_syncbatchnorm_part_its_flag_on_cpu_is_one_line(template, mnist_root, tmp_path):
     kept = [p for p in PARTS if p != "SyncBatchNorm on CPU"]
     project = new_project(template, tmp_path / "project", parts=kept)

@@ -157,6 +157,7 @@ def test_a_trial_is_the_agents_run_and_trains_with_the_drawn_values(mnist_root, 
     assert "Ignoring" not in result.stderr  # wandb's notes on init arguments a sweep overrides
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 def test_every_ddp_rank_of_a_trial_gets_the_drawn_values(tmp_path, monkeypatch):
     config = load("cifar10_resnet_ddp")

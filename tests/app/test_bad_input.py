@@ -107,7 +107,9 @@ def test_an_image_folder_without_classes_or_images_is_one_line(layout, expected,
     ("args", "share"),
     [
         ([], "512 samples (512 over 1 process)"),
-        pytest.param(CPU2_DDP, "256 samples (512 over 2 processes)", marks=pytest.mark.distributed),
+        pytest.param(
+            CPU2_DDP, "256 samples (512 over 2 processes)", marks=[pytest.mark.distributed, pytest.mark.full]
+        ),
     ],
 )
 def test_a_batch_larger_than_a_process_share_is_one_line(args, share, mnist_root, tmp_path):
@@ -430,9 +432,8 @@ def test_an_option_given_before_the_class_that_takes_it_says_to_swap_them(tmp_pa
     assert line.endswith("; --data ImageFolderDataModule comes after --data.image_size: give it first")
 
 
-def test_a_corrupt_run_config_names_the_file_and_its_checkpoint(mnist_root, tmp_path):
-    run_app("fit", f"--data.root={mnist_root}", "--test_after_fit=false", cwd=tmp_path)
-    (run,) = tmp_path.glob("runs/*/version_0")
+def test_a_corrupt_run_config_names_the_file_and_its_checkpoint(trained_here, tmp_path):
+    run = trained_here
     (ckpt,) = (run / "checkpoints").glob("best-*.ckpt")
     (run / "config.yaml").write_text("model:\n  net: [MnistCNN\n")
     files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
@@ -444,10 +445,9 @@ def test_a_corrupt_run_config_names_the_file_and_its_checkpoint(mnist_root, tmp_
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == files
 
 
-def test_a_run_config_naming_a_class_that_is_gone_says_where_it_is(mnist_root, tmp_path):
+def test_a_run_config_naming_a_class_that_is_gone_says_where_it_is(trained_here, tmp_path):
     """A run made before a class was renamed: its config.yaml, read before the flags, is where to fix it."""
-    run_app("fit", f"--data.root={mnist_root}", "--test_after_fit=false", cwd=tmp_path)
-    (run,) = tmp_path.glob("runs/*/version_0")
+    run = trained_here
     (ckpt,) = (run / "checkpoints").glob("best-*.ckpt")
     config = run / "config.yaml"
     good = config.read_text()

@@ -1,5 +1,6 @@
 """The console of a normal run: the start and end lines, images/s, and none of the known noise."""
 
+import pytest
 from helpers.cli import run_process
 
 # Lines earlier versions printed that a user had to learn to ignore. Lightning's and wandb's own lines
@@ -14,6 +15,7 @@ NOISE = [
 ]
 
 
+@pytest.mark.full
 def test_a_default_run_logged_to_a_file_is_quiet_and_informative(mnist_root, tmp_path):
     """As `make train` runs (W&B default logger, progress bar, summary), with its output in a file."""
     args = [f"--data.root={mnist_root}", "--trainer.max_epochs=2", "--data.val_size=0.2"]

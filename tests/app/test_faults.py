@@ -48,7 +48,7 @@ def test_unreadable_images_are_left_out_counted_and_never_mislabelled(tmp_path):
     args = [*IMAGE_FOLDER, f"--data.root={root}", "--data.num_workers=1", "--data.skip_unreadable=true"]
     args += ["--trainer.limit_train_batches=1.0"]
     args += [callback("helpers.labels_seen.LabelsSeen", file=str(seen))]
-    result = run_process("fit", *args, cwd=tmp_path)
+    result = run_app("fit", *args, cwd=tmp_path)
     check(result)
     lines = [line for line in result.stderr.splitlines() if "left out" in line]
     count = "left out 1 unreadable image(s) (--data.skip_unreadable)"
@@ -82,6 +82,7 @@ def loader_data(path: str, tmp_path: Path, mnist_root: Path) -> list[str]:
     return ["--data=StreamingDataModule", f"--data.root={shards}", "--data.batch_size=20"]
 
 
+@pytest.mark.full
 @pytest.mark.distributed  # processes started and killed
 @pytest.mark.parametrize("path", ["image folder", "streaming"])
 def test_a_killed_loader_worker_is_one_line_and_resume_is_exact(path, mnist_root, tmp_path):
@@ -132,12 +133,14 @@ def files_of(folder: Path) -> dict[Path, str]:
     }
 
 
-def test_a_full_disk_for_predictions_or_config_is_one_line_and_nothing_is_lost(mnist_root, tmp_path):
+@pytest.mark.full
+def test_a_full_disk_for_predictions_or_config_is_one_line_and_nothing_is_lost(
+    mnist_root, trained_here, tmp_path
+):
     """predictions.csv, or a resume's config.yaml, meets a full disk (the file-size limit): one line names
     the folder and the bytes needed; no partial file, the run's files as they were; with room, both work."""
     data = f"--data.root={mnist_root}"
-    check(run_app("fit", data, "--test_after_fit=false", cwd=tmp_path))
-    run = run_folder(tmp_path)
+    run = trained_here
     before = files_of(run)
     commands = {
         "predictions.csv": [
@@ -174,6 +177,7 @@ def test_a_full_disk_for_predictions_or_config_is_one_line_and_nothing_is_lost(m
         before = files_of(run)
 
 
+@pytest.mark.full
 def test_a_full_disk_for_the_decoded_copy_is_survived_in_memory(tmp_path):
     """The decoded copy of an image folder outgrows the file-size limit: one line says so and how much it
     needs, no partial file is left, and the run decodes in memory instead."""
@@ -202,28 +206,6 @@ def test_a_full_disk_for_the_decoded_copy_is_survived_in_memory(tmp_path):
     assert list((root / ".cache").iterdir()) == []  # no partial file
 
 
-@pytest.mark.parametrize("step", [8, 5])
-def test_a_stop_after_the_last_batch_of_an_epoch_resumes_at_the_next_one(step, tmp_path):
-    """Stopped at the end of the step that ends epoch 0 (8 steps, every one checkpointed), the resume
-    trains all of epoch 1, not an empty one; mid-epoch (step 5) as before. Both end with the weights of an
-    uninterrupted run."""
-    root = write_image_folder(tmp_path / "images", per_class=12)
-    args = [*IMAGE_FOLDER, f"--data.root={root}", "--data.num_workers=1", "--test_after_fit=false"]
-    args += [
-        "--trainer.limit_train_batches=1.0",
-        "--trainer.max_epochs=2",
-        "--last_checkpoint.every_n_steps=1",
-    ]
-    whole, cut = tmp_path / "whole", tmp_path / "cut"
-    check(run_app("fit", *args, probe(whole / "probe"), cwd=whole))
-    stopped = run_process("fit", *args, callback("helpers.stops.SigtermAt", step=step), cwd=cut)
-    assert stopped.returncode == 143, stopped.stderr[-3000:]
-    check(run_process("fit", *args, probe(cut / "probe"), "--ckpt_path=last", cwd=cut))
-    ends = [load_probe(folder / "probe", "end", 0) for folder in (whole, cut)]
-    assert ends[0]["global_step"] == ends[1]["global_step"] == 16
-    assert max_difference(ends[0]["weights"], ends[1]["weights"]) == 0
-
-
 def test_two_stops_at_epoch_ends_in_a_row_train_each_epoch_once(tmp_path):
     """Stopped after the last batch of epoch 0, resumed, stopped after the last batch of epoch 1, resumed:
     3 epochs of 8 steps end at step 24 with an uninterrupted run's weights (the soak test found epoch 1
@@ -237,9 +219,9 @@ def test_two_stops_at_epoch_ends_in_a_row_train_each_epoch_once(tmp_path):
     check(run_app("fit", *args, probe(whole / "probe"), cwd=whole))
     for step in (8, 16):
         stop = callback("helpers.stops.SigtermAt", step=step)
-        stopped = run_process("fit", *args, stop, "--ckpt_path=last", cwd=cut)
+        stopped = run_app("fit", *args, stop, "--ckpt_path=last", cwd=cut)
         assert stopped.returncode == 143, stopped.stderr[-3000:]
-    check(run_process("fit", *args, probe(cut / "probe"), "--ckpt_path=last", cwd=cut))
+    check(run_app("fit", *args, probe(cut / "probe"), "--ckpt_path=last", cwd=cut))
     ends = [load_probe(folder / "probe", "end", 0) for folder in (whole, cut)]
     assert ends[0]["global_step"] == ends[1]["global_step"] == 24
     assert max_difference(ends[0]["weights"], ends[1]["weights"]) == 0

@@ -99,6 +99,7 @@ def test_predicts_the_test_split_of_mnist_in_order(one_process, mnist_ckpt, mnis
     check_against_model(one_process, expected, MNIST.classes)
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 def test_two_ddp_processes_write_one_file_equal_to_one_process(one_process, mnist_ckpt):
     """251 test images, batch 32: shards of 126 and 125; rank 0 merges them back into one file."""

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import pytest
 from helpers.page_faults import ROOT, STEPS, run_python
 
 from app.process import keep_freed_memory
@@ -44,6 +45,7 @@ print([name for name, a, b in zip(names, before, after) if a != b])
 """
 
 
+@pytest.mark.full
 def test_importing_app_models_and_data_changes_nothing_process_wide():
     changed, imported = run_python(IMPORT_ALL + STEPS).splitlines()
     assert changed == "[]"
@@ -51,6 +53,7 @@ def test_importing_app_models_and_data_changes_nothing_process_wide():
     assert int(imported) > int(run_python(STEPS)) / 2
 
 
+@pytest.mark.full
 def test_the_cli_keeps_freed_memory_for_the_next_step():
     plain = int(run_python(STEPS))
     tuned = int(run_python("import app.process; app.process.prepare()\n" + STEPS))
@@ -84,6 +87,7 @@ Holder(); Other()
 """
 
 
+@pytest.mark.full
 def test_the_cli_prints_no_traceback_for_a_dead_workers_echo_and_still_prints_others():
     def stderr(mode: str) -> str:
         run = [sys.executable, "-c", DEAD_WORKER_IN_DEL, mode]

@@ -95,6 +95,7 @@ def test_classes_in_any_module_train_by_class_path(mnist_root, tmp_path, monkeyp
     assert "class_path: mymod.TinyNet" in config and "class_path: mymod.MyData" in config
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("named", ["by_path", "by_short_name"])
 def test_files_added_to_the_packages_train_by_path_or_once_imported_by_short_name(named, tmp_path):
     project = tmp_path / "project"

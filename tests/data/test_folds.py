@@ -159,6 +159,7 @@ def test_a_fold_is_an_ordinary_fit(mnist_root, tmp_path):
     assert sorted(single["share"]) == single["val"] and len(single["seen"]) == 128
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 def test_two_processes_validate_on_the_fold_one_process_does(mnist_root, tmp_path):
     (single,), _ = probed_fit(tmp_path / "one", mnist_root, "--trainer.devices=1")

@@ -10,6 +10,7 @@ import sysconfig
 from pathlib import Path
 
 import yaml
+from copier import run_copy
 
 from helpers.cli import ROOT, SHRINK, app_env
 
@@ -73,14 +74,15 @@ def copier(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def new_project(template: Path, project: Path, **answers) -> Path:
-    """``copier copy --trust --defaults`` with ``answers`` (``--data KEY=VALUE``, a list as YAML); the
-    project's folder."""
-    values = {key: value if isinstance(value, str) else json.dumps(value) for key, value in answers.items()}
-    data = [arg for key, value in values.items() for arg in ("--data", f"{key}={value}")]
-    made = copier(
-        "copy", "--trust", "--defaults", "--quiet", *data, str(template), str(project), cwd=project.parent
-    )
-    assert made.returncode == 0, made.stderr[-3000:]
+    """``copier copy --trust --defaults`` with ``answers``, through copier's Python API (what its command
+    line calls); the project's folder."""
+    saved = dict(os.environ)
+    os.environ.update(GIT_ENV)
+    try:
+        run_copy(str(template), project, data=answers, defaults=True, unsafe=True, quiet=True)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     return project
 
 
@@ -97,16 +99,16 @@ def python_in(project: Path, *args: str, timeout: int = 300) -> subprocess.Compl
 
 
 def check_it_runs(project: Path, mnist_root: Path, *fit_args: str) -> None:
-    """The project's CLI prints its help and config and trains briefly; its tests load."""
-    helped = python_in(project, "-m", "app", "--help")
-    assert helped.returncode == 0, helped.stderr[-2000:]
-    assert "fit" in helped.stdout
-    printed = python_in(project, "-m", "app", "fit", "--print_config", *fit_args)
-    assert printed.returncode == 0, printed.stderr[-2000:]
-    assert "class_path: data.MNISTDataModule" in printed.stdout
-    fit = python_in(project, "-m", "app", "fit", *SHRINK, f"--data.root={mnist_root}", *fit_args)
-    assert fit.returncode == 0, fit.stderr[-2000:]
+    """The project's CLI prints its help and config and trains briefly; its tests load. One process
+    (``helpers/project_check.py``) does all four."""
+    args = {"config": list(fit_args), "fit": [*SHRINK, f"--data.root={mnist_root}", *fit_args]}
+    script = (ROOT / "tests" / "helpers" / "project_check.py").read_text()
+    done = python_in(project, "-c", script, json.dumps(args))
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert results["help"]["code"] == 0 and "fit" in results["help"]["stdout"], done.stderr[-2000:]
+    assert results["config"]["code"] == 0, done.stderr[-2000:]
+    assert "class_path: data.MNISTDataModule" in results["config"]["stdout"]
+    assert results["fit"]["code"] == 0, done.stderr[-2000:]
     assert list((project / "runs").glob("*/version_0/checkpoints/*.ckpt"))
-    # The tests left still load; those that need a dropped part skip when they run.
-    collected = python_in(project, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests")
-    assert collected.returncode == 0, collected.stdout[-3000:]
+    assert results["collect"]["code"] == 0, results["collect"]["stdout"][-3000:]

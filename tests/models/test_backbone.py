@@ -181,6 +181,7 @@ def download_worker(rank: int, port: int, url: str, folder: str) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 def test_two_ranks_download_once_and_both_load_the_file(tmp_path):
     url, state = weights_source(tmp_path / "server")

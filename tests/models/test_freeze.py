@@ -34,6 +34,7 @@ def split(weights: dict[str, torch.Tensor]) -> tuple[dict, dict]:
     return frozen, {k: v for k, v in weights.items() if k.startswith("net.head.")}
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 def test_frozen_until_the_unfreeze_epoch_on_both_ddp_ranks_from_one_decoded_copy(tmp_path):
     """Own photos under DDP with AdamW: rank 0 decodes the folder once into ROOT/.cache; rank 1 reads

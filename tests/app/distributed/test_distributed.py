@@ -73,6 +73,7 @@ def fit_logged_to_wandb(cwd: Path, *args: str, launcher: tuple[str, ...] = ()) -
 SGD_TOLERANCE = 1e-5
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
 def test_two_processes_at_b_match_one_at_2b_in_one_wandb_run(strategy, single_2b, mnist_root, tmp_path):
     args = [*CPU2, f"--trainer.strategy={strategy}", "--data.batch_size=64", "--model.optimizer.lr=0.01"]
@@ -94,6 +95,7 @@ def test_the_tolerance_fails_a_run_whose_lr_is_not_scaled(single_2b, mnist_root,
     assert max_difference(unscaled["weights"], single_2b["weights"]) > 10 * SGD_TOLERANCE
 
 
+@pytest.mark.full
 def test_two_processes_at_b_match_one_at_2b_with_balanced_sampling(imbalanced_mnist_root, tmp_path):
     """--data.sampler balanced: the draw of an epoch depends on the seed and the epoch, not on the ranks."""
     common = [f"--data.root={imbalanced_mnist_root}", "--data.sampler=balanced", "--test_after_fit=false"]
@@ -116,6 +118,7 @@ def test_two_processes_at_b_match_one_at_2b_with_balanced_sampling(imbalanced_mn
     assert "sampler: balanced" in (run_folder(tmp_path) / "config.yaml").read_text()
 
 
+@pytest.mark.full
 def test_uneven_shards_run_the_same_steps_on_every_rank_at_the_scaled_lr(mnist_root, tmp_path):
     """301 training samples, batch 64: shards of 151 and 150 (padded to 151), 3 steps each; lr scaled
     by the square root of the world size (the modes' arithmetic is in tests/models/test_training.py)."""
@@ -130,6 +133,7 @@ def test_uneven_shards_run_the_same_steps_on_every_rank_at_the_scaled_lr(mnist_r
     assert logged(run_folder(tmp_path))["lr-SGD"][0] == pytest.approx(0.01 * 2**0.5)
 
 
+@pytest.mark.full
 def test_evaluation_counts_every_sample_once(mnist_root, tmp_path):
     """Odd val (129) and test (251) sets: padding would count a sample twice and shift the accuracy.
 
@@ -156,6 +160,7 @@ def torchrun(*options: str) -> tuple[str, ...]:
     return ("-m", "torch.distributed.run", f"--master_port={free_port()}", *options)
 
 
+@pytest.mark.full
 def test_torchrun_launches_the_same_training_in_one_wandb_run(single_2b, mnist_root, tmp_path):
     """torchrun starts the 2 processes itself; Lightning must join them, not launch its own."""
     args = [*CPU2, "--trainer.strategy=ddp", "--data.batch_size=64", "--model.optimizer.lr=0.01"]
@@ -167,6 +172,7 @@ def test_torchrun_launches_the_same_training_in_one_wandb_run(single_2b, mnist_r
     assert max_difference(end[1]["weights"], single_2b["weights"]) < SGD_TOLERANCE
 
 
+@pytest.mark.full
 def test_torchrun_world_size_mismatch_is_one_clear_line(mnist_root, tmp_path):
     args = [
         "--trainer.accelerator=cpu",
@@ -182,6 +188,7 @@ def test_torchrun_world_size_mismatch_is_one_clear_line(mnist_root, tmp_path):
     assert "error: You set `devices=1` and `num_nodes=1` in Lightning" in result.stderr
 
 
+@pytest.mark.full
 def test_two_nodes_on_loopback_end_with_the_same_weights(mnist_root, tmp_path):
     port = free_port()
     args = [
@@ -213,6 +220,7 @@ def test_two_nodes_on_loopback_end_with_the_same_weights(mnist_root, tmp_path):
     assert max_difference(end[0]["weights"], end[1]["weights"]) == 0
 
 
+@pytest.mark.full
 def test_slurm_script_trains_on_two_tasks_and_a_requeued_job_resumes_its_run(mnist_root, tmp_path):
     """scripts/slurm.sbatch as sbatch would run it on one node with 2 tasks (srun stood in for),
     then as SLURM runs it again after a requeue (SLURM_RESTART_COUNT=1), told to train longer."""

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import pytest
 from helpers.cli import ROOT
 
 # The first atexit handler registered runs last: it sees whether the group outlived the program.
@@ -23,6 +24,7 @@ def initialized_at_exit(hook: str) -> str:
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
 
+@pytest.mark.full
 def test_the_gloo_group_is_destroyed_before_the_interpreter_exits():
     assert initialized_at_exit("none") == "initialized at exit: True"
     assert initialized_at_exit("setup") == "initialized at exit: False"

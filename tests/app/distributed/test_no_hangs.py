@@ -18,7 +18,7 @@ from helpers.cli import app_command, app_env, check, run_app
 from app import versions
 from app.distributed.job import GLOO_TIMEOUT
 
-pytestmark = pytest.mark.distributed
+pytestmark = [pytest.mark.distributed, pytest.mark.full]
 
 COLLECTIVE_TIMEOUT = 5  # seconds, from the first training step on
 DDP2 = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]

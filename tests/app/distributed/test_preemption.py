@@ -12,7 +12,7 @@ import pytest
 import torch
 from helpers.cli import callback, check, load_probe, max_difference, probe, run_folder, run_process
 
-pytestmark = pytest.mark.distributed
+pytestmark = [pytest.mark.distributed, pytest.mark.full]
 
 # 512 training samples at batch 32 on each of 2 ranks, 4 steps an epoch: 8 in all.
 JOB = [

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import ROOT, Result, app_args, app_env, callback, check, free_port, load_probe, probe
 
-pytestmark = pytest.mark.distributed
+pytestmark = [pytest.mark.distributed, pytest.mark.full]
 RESTART_SAFE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
 
 

@@ -35,6 +35,7 @@ def test_dp_with_sync_batchnorm_is_one_clear_line(tmp_path):
     assert result.stderr.strip().splitlines()[-1].startswith("error: `strategy='dp'` runs one process")
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 def test_a_dp_checkpoint_tests_alike_under_ddp(mnist_root, tmp_path):
     """The other way, a ddp checkpoint evaluated under dp, is in test_distributed.py's evaluation test."""

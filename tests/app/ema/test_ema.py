@@ -132,6 +132,7 @@ def test_mid_epoch_resume_ends_with_the_weights_and_averages_of_an_uninterrupted
 TOLERANCE = 2e-3 / 10
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 def test_two_processes_at_b_hold_the_average_of_one_at_2b(mnist_root, tmp_path):
     """AdamW + EMA: the probe, after EMA in the callbacks, sees each rank's average once training ends."""

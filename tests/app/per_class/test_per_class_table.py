@@ -21,6 +21,7 @@ def rows(path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 def test_two_processes_and_one_give_the_same_scores_and_table(fashion_mnist_root, tmp_path):
     """fit in 2 gloo processes (test set 251: shards of 126 and 125) monitors val/f1_macro and tests
@@ -53,6 +54,7 @@ def test_two_processes_and_one_give_the_same_scores_and_table(fashion_mnist_root
     assert f1 == pytest.approx(metrics["test/f1_macro"][0], abs=1e-6)
 
 
+@pytest.mark.full
 def test_few_classes_no_top5_and_the_wandb_run_gets_the_table(image_folder_root, tmp_path):
     # A process of its own, offline as on a machine not logged in: its W&B records are whole at exit.
     data = ["--data=ImageFolderDataModule", f"--data.root={image_folder_root}", "--data.batch_size=16"]

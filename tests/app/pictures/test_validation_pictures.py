@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from helpers.cli import callback, check, run_app, run_folder
+from helpers.cli import callback, run_app, run_folder
 from lightning import Trainer
 from matplotlib import colormaps
 from PIL import Image
@@ -316,9 +316,8 @@ def test_resumed_fit_keeps_the_earlier_epochs_curves(mnist_root, tmp_path):
     assert sorted(pictures.history) == [0, 1]
 
 
-def test_cli_fit_writes_the_plots_into_the_run_folder(mnist_root, tmp_path):
-    check(run_app("fit", f"--data.root={mnist_root}", "--test_after_fit=false", cwd=tmp_path))
-    (curves,) = (tmp_path / "runs").rglob("plots/curves.png")
+def test_cli_fit_writes_the_plots_into_the_run_folder(trained_run):
+    (curves,) = (trained_run / "runs").rglob("plots/curves.png")
     assert_picture(curves)
     assert_picture(curves.with_name("confusion_matrix.png"))
 
@@ -331,6 +330,7 @@ class SavingPictures(ValidationPictures):
         torch.save(self.matrix, Path(trainer.default_root_dir) / f"matrix-rank{trainer.global_rank}.pt")
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 def test_confusion_matrix_counts_the_samples_of_every_rank(mnist_root, tmp_path):
     fit(mnist_root, tmp_path, SavingPictures(), accelerator="cpu", devices=2, strategy="ddp_spawn")

@@ -15,7 +15,7 @@ from helpers.cli import app_command, app_env, check, logged, run_app, run_folder
 
 from app.runs.checkpoints import intact
 
-pytestmark = pytest.mark.distributed  # one process after another, killed
+pytestmark = [pytest.mark.distributed, pytest.mark.full]  # one process after another, killed
 
 # 512 training samples at batch 32: 16 steps an epoch, 0.1 s each; a checkpoint every 3 steps.
 STEPS_PER_EPOCH, SECONDS_PER_STEP = 16, 0.1

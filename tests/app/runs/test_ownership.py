@@ -3,6 +3,7 @@
 import fcntl
 import hashlib
 
+import pytest
 import torch
 import yaml
 from helpers.cli import callback, check, run_app, run_folder, run_process
@@ -19,10 +20,11 @@ def error_line(result) -> str:
     return result.stderr.strip().splitlines()[-1]
 
 
-def test_a_checkpoint_that_does_not_fit_is_refused_before_anything_is_written(mnist_root, tmp_path):
+def test_a_checkpoint_that_does_not_fit_is_refused_before_anything_is_written(
+    mnist_root, trained_here, tmp_path
+):
     data = f"--data.root={mnist_root}"
-    check(run_app("fit", data, "--test_after_fit=false", cwd=tmp_path))
-    run = run_folder(tmp_path)
+    run = trained_here
     best = next((run / "checkpoints").glob("best-*.ckpt"))
     before = {p: digest(p) for p in run.rglob("*") if p.is_file()}
     result = run_app("fit", data, "--model.net=CifarCNN", f"--ckpt_path={best}", cwd=tmp_path)
@@ -60,10 +62,9 @@ def test_a_failed_start_leaves_no_run_folder(tmp_path):
     assert not list(tmp_path.glob("runs/*/version_*"))
 
 
-def test_a_run_being_written_is_refused_to_a_second_writer(mnist_root, tmp_path):
+def test_a_run_being_written_is_refused_to_a_second_writer(mnist_root, trained_here, tmp_path):
     data = f"--data.root={mnist_root}"
-    check(run_app("fit", data, "--test_after_fit=false", cwd=tmp_path))
-    run = run_folder(tmp_path)
+    run = trained_here
     with open(run / ".lock", "a+") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         held.truncate(0)
@@ -78,6 +79,7 @@ def test_a_run_being_written_is_refused_to_a_second_writer(mnist_root, tmp_path)
     check(run_app("fit", data, "--trainer.max_epochs=2", "--ckpt_path=last", cwd=tmp_path))
 
 
+@pytest.mark.full
 def test_ctrl_c_saves_last_ckpt_and_prints_the_resume_command(mnist_root, tmp_path):
     args = [*TWO_EPOCHS, f"--data.root={mnist_root}", "--last_checkpoint.every_n_steps=0"]
     result = run_process("fit", *args, callback("helpers.stops.SigintAt", step=5), cwd=tmp_path)

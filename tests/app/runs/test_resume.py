@@ -112,10 +112,9 @@ def test_mid_epoch_resume_with_balanced_sampling_is_exact(loader, imbalanced_mni
     assert max_difference(end["weights"], uninterrupted["weights"]) == 0
 
 
-def test_last_skips_a_torn_checkpoint_and_names_it(mnist_root, tmp_path):
+def test_last_skips_a_torn_checkpoint_and_names_it(mnist_root, trained_here, tmp_path):
     data = f"--data.root={mnist_root}"
-    check(run_app("fit", data, "--test_after_fit=false", cwd=tmp_path))
-    run = run_folder(tmp_path)
+    run = trained_here
     last = run / "checkpoints" / "last.ckpt"
     best = next((run / "checkpoints").glob("best-*.ckpt"))
     last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # a save cut short without atomic writes
@@ -177,6 +176,7 @@ def test_nan_loss_between_log_steps_is_caught_before_the_next_checkpoint(mnist_r
     assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 def test_nan_loss_on_one_rank_stops_every_rank_at_its_step(mnist_root, tmp_path):
     ddp = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
@@ -190,6 +190,7 @@ def test_nan_loss_on_one_rank_stops_every_rank_at_its_step(mnist_root, tmp_path)
     assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
 
 
+@pytest.mark.full
 def test_full_disk_while_saving_keeps_the_checkpoints_and_resume_is_exact(mnist_root, tmp_path):
     """Checkpoints outgrow the process's file-size limit mid-run (as on a full disk): last.ckpt and the
     best checkpoint stay whole, one line names the folder and the bytes; once there is room, the resume

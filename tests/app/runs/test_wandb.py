@@ -8,6 +8,7 @@ One W&B run per job whatever the number of ranks is checked on the 2-process run
 import json
 import os
 
+import pytest
 import yaml
 from helpers.cli import SHRINK_WANDB, check, run_app, run_folder, run_process, wandb_offline_env
 from helpers.wandb_files import records
@@ -27,6 +28,7 @@ def fit(cwd, *args):
     return run_process("fit", *SHRINK_WANDB, *args, shrink=False, env=wandb_offline_env(cwd), cwd=cwd)
 
 
+@pytest.mark.full
 def test_offline_run_holds_the_config_and_a_resume_continues_it(mnist_root, tmp_path, monkeypatch):
     result = fit(tmp_path, f"--data.root={mnist_root}")
     check(result)

@@ -113,6 +113,7 @@ def test_layer_sees_the_global_batch_forward_and_backward(name, ranks):
     assert max_difference(got, expected) < 1e-12
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 def test_ddp_training_at_b_per_rank_matches_one_process_at_2b(ranks):
     model = resnet()
@@ -184,6 +185,7 @@ class BoringBN(LightningModule):
         return DataLoader(DATA, batch_size=B, sampler=sampler)
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 def test_lightning_ddp_spawn_with_sync_batchnorm_matches_one_process(tmp_path):
     model = BoringBN()
@@ -216,6 +218,7 @@ def test_lightning_ddp_spawn_with_sync_batchnorm_matches_one_process(tmp_path):
     assert max_difference(dict(model.named_parameters()), dict(BoringBN().named_parameters())) > 1e-2
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 def test_sync_batchnorm_flag_makes_two_processes_match_one_with_resnet(mnist_root, tmp_path):
     """ResNet has BatchNorm: with --trainer.sync_batchnorm each rank normalizes over the global batch."""

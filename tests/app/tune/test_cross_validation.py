@@ -11,6 +11,7 @@ from helpers.cli import ROOT, check, logged, run_app
 pytestmark = pytest.mark.distributed  # its fits are processes
 
 
+@pytest.mark.full
 def test_cross_validation_of_one_config(mnist_root, tmp_path):
     result = run_app("tune", f"--data.root={mnist_root}", "--tune.folds=3", cwd=tmp_path)
     check(result)

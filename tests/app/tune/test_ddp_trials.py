@@ -27,6 +27,7 @@ def processes_naming(text: str) -> list[int]:
     return found
 
 
+@pytest.mark.full
 def test_ddp_trials_train_with_one_draw_and_are_pruned_as_a_whole(mnist_root, tmp_path):
     space = tmp_path / "space.yaml"
     parameters = {"model.optimizer.lr": {"values": [0.01, 0.03]}, "data.batch_size": {"value": 16}}

@@ -191,6 +191,7 @@ def test_a_trial_whose_machine_went_silent_is_taken_over(postgres, mnist_root, t
     assert "this machine does not see: it trains from the start" in result.stderr
 
 
+@pytest.mark.full
 def test_tune_processes_that_open_a_new_database_at_once_all_open_it(postgres):
     """Each creates its tables if missing, so several at once collide in PostgreSQL (optuna issue 1092)."""
     url = postgres.new_database("opened_at_once")

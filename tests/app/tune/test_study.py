@@ -21,6 +21,7 @@ class Quiet(WSGIRequestHandler):
         pass
 
 
+@pytest.mark.full
 def test_a_search_leaves_a_study_folder_people_can_read(mnist_root, tmp_path):
     space = tmp_path / "space.yaml"
     # A grid: its points are the trials, in order; 1e12 makes the loss diverge (the NaN stop: a failure).

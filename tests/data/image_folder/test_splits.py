@@ -99,6 +99,7 @@ def test_test_on_val_tests_and_predicts_val_with_balanced_sampling_and_exports(t
     assert (run_folder(tmp_path) / "model.onnx").stat().st_size > 0
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 @pytest.mark.parametrize("loader", ["resident", "torch"])
 def test_two_gloo_processes_validate_on_every_val_image_once(loader, tmp_path):

@@ -47,6 +47,7 @@ def check_epochs(ranks: list[dict], n: int, batch: int, epochs: int = 2) -> None
     assert all(rank["length"] == per_rank for rank in ranks)
 
 
+@pytest.mark.full
 def test_two_ranks_see_each_sample_once_an_epoch(mnist_shards, tmp_path):
     # 540 samples at batch 27: 20 batches, 10 a rank, nothing left over: every sample exactly once.
     ranks = run_ranks(mnist_shards, tmp_path, batch=27)
@@ -55,6 +56,7 @@ def test_two_ranks_see_each_sample_once_an_epoch(mnist_shards, tmp_path):
         assert sorted(i for rank in ranks for b in rank["epochs"][epoch] for i in b) == list(range(540))
 
 
+@pytest.mark.full
 def test_uneven_shards_take_equal_steps_on_both_ranks(mnist_root, tmp_path):
     # 3 chunks of at most 200 samples for 2 ranks, 523 samples at batch 16: the ranks split chunks
     # mid-way; 32 batches, 16 a rank; 11 samples left over each epoch, none twice.

@@ -62,6 +62,7 @@ def test_mnist_is_stored_as_lossless_png(mnist_root, mnist_shards):
         assert item["label"] == int(data.val_set.dataset.targets[k])
 
 
+@pytest.mark.full
 def test_a_full_disk_while_sharding_says_so_in_one_line_and_leaves_nothing(image_folder_root, tmp_path):
     output = tmp_path / "s"
     args = ["--data=ImageFolderDataModule", f"--data.root={image_folder_root}", f"--output={output}"]

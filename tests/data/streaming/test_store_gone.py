@@ -30,6 +30,7 @@ ARGS = [
 ]
 
 
+@pytest.mark.full
 def test_the_store_gone_mid_epoch_stops_with_one_line_and_resumes_exactly(
     mnist_root, s3_server, s3_env, tmp_path
 ):

@@ -61,6 +61,7 @@ def test_mid_epoch_resume_takes_each_remaining_sample_once(workers, mnist_shards
     assert max_difference(end["weights"], reference["weights"]) == 0
 
 
+@pytest.mark.full
 @pytest.mark.distributed  # a process of its own, killed
 def test_resume_after_sigkill_from_the_last_checkpoint(mnist_shards, tmp_path, monkeypatch):
     """SIGKILL after step 27, last.ckpt from step 25: the resumed run retrains steps 25 and 26 (what the

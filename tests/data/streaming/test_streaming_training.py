@@ -12,6 +12,7 @@ DDP = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=d
 FIT = ["--data=StreamingDataModule", "--data.batch_size=27", "--trainer.limit_train_batches=1.0"]
 
 
+@pytest.mark.full
 def test_ddp_trains_from_local_shards_and_tests_on_their_test_split(mnist_shards, tmp_path):
     result = run_process("fit", *DDP, *FIT, f"--data.root={mnist_shards}", probe(tmp_path), cwd=tmp_path)
     check(result)
@@ -26,6 +27,7 @@ def test_ddp_trains_from_local_shards_and_tests_on_their_test_split(mnist_shards
     assert card["class_names"][0] == "0 - zero" and card["in_channels"] == 1 and card["mean"] == [0.1307]
 
 
+@pytest.mark.full
 def test_ddp_trains_from_shards_in_s3(mnist_root, s3_server, s3_env, tmp_path):
     s3_server.client().create_bucket(Bucket="training")
     url = "s3://training/mnist"
