@@ -233,8 +233,8 @@ class CLI(LightningCLI):
         rank_zero_info(f"done: {', '.join([*summary, f'run folder {self.run.folder}'])}")
 
     def rerun(self) -> str:
-        """What to run once the data is back after a run failed mid-way: a fit's resume, the test alone
-        of a fit whose training is done, or the same validate, test or predict."""
+        """What to run once the data is back: a fit's resume, the test alone of a fit whose training is
+        done, or the same validate, test or predict."""
         if self.subcommand != "fit":
             return f"once it is back, run it again: {shlex.join(['python', '-m', 'app', *self.given])}"
         if getattr(self, "final_test", None) is None:

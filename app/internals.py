@@ -11,13 +11,6 @@ import torch.distributed as dist
 
 
 def set_collective_timeout(timeout: timedelta) -> None:
-    """Set how long the default process group's collectives wait, after the group is made.
-
-    ``torch.distributed.set_timeout`` from torch 2.14 (pytorch pull request 187387 made the private
-    ``distributed_c10d._set_pg_timeout`` of torch 2.3 to 2.13 public, and deprecated it).
-    """
-    public = getattr(dist, "set_timeout", None)
-    if public is not None:
-        public(timeout)
-    else:
-        dist.distributed_c10d._set_pg_timeout(timeout)
+    """Set the default group's collective timeout after the group is made: ``torch.distributed.set_timeout``
+    from torch 2.14, the private name it made public before (pytorch pull request 187387)."""
+    (getattr(dist, "set_timeout", None) or dist.distributed_c10d._set_pg_timeout)(timeout)
