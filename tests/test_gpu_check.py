@@ -107,6 +107,8 @@ def test_a_part_that_fails_or_runs_out_of_time_is_reported_and_the_next_one_runs
 
 def test_a_torch_older_than_the_project_needs_is_named(monkeypatch):
     assert torch_below_floor() is None  # this venv's torch meets pyproject.toml
-    monkeypatch.setattr(torch, "__version__", "2.11.0+cu130")  # the GPU image's of 2026-11
+    monkeypatch.setattr(torch, "__version__", "2.11.0+cu130")  # the GPU image's of 2026-11 meets it
+    assert torch_below_floor() is None
+    monkeypatch.setattr(torch, "__version__", "2.5.1+cu124")
     floor = torch_below_floor()
-    assert floor.startswith("torch>=") and floor != "torch>=2.11.0"
+    assert floor.startswith("torch>=") and floor != "torch>=2.5.1"
