@@ -47,17 +47,17 @@ class EpochTimer(Callback):
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self.fit_seconds = now(pl_module.device) - self.fit_start
-        self._write(trainer, None)
+        if trainer.is_global_zero:
+            self.path.write_text(json.dumps({**self._record(), "test_acc": None}))
 
     def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._write(trainer, float(trainer.callback_metrics["test/acc"]))
-
-    def _write(self, trainer: Trainer, test_acc: float | None) -> None:
         if trainer.is_global_zero:
-            record = {
-                "train_seconds": self.seconds,
-                "train_samples": self.samples,
-                "fit_seconds": self.fit_seconds,
-                "test_acc": test_acc,
-            }
-            self.path.write_text(json.dumps(record))
+            # Under ddp_spawn, fit and test each run in processes of their own: this copy of the
+            # callback timed no training, the file holds what the fit's did.
+            record = json.loads(self.path.read_text()) if self.path.is_file() else self._record()
+            self.path.write_text(
+                json.dumps({**record, "test_acc": float(trainer.callback_metrics["test/acc"])})
+            )
+
+    def _record(self) -> dict:
+        return {"train_seconds": self.seconds, "train_samples": self.samples, "fit_seconds": self.fit_seconds}

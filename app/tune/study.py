@@ -102,13 +102,14 @@ abc.update_abstractmethods(Patient)
 def created(url: str, options: dict) -> RDBStorage:
     """``RDBStorage(url)``, tried again where other processes were creating a new database's tables too.
 
-    Each creates the tables it finds missing, and in PostgreSQL those at the same time collide (optuna
-    issue 1092): the first made them, so the others' next try finds them.
+    Each creates the tables it finds missing, and those at the same time collide (optuna issue 1092;
+    in SQLite as an OperationalError): the first made them, so the others' next try finds them.
     """
+    sqlite = (OperationalError,) if url.startswith("sqlite") else ()  # elsewhere: a server out of reach
     for wait in (1.0, 2.0, 4.0):
         try:
             return RDBStorage(url, engine_kwargs=options)
-        except (IntegrityError, ProgrammingError):
+        except (IntegrityError, ProgrammingError, *sqlite):
             time.sleep(wait * (1 + random.random()))
     return RDBStorage(url, engine_kwargs=options)
 
