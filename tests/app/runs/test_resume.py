@@ -3,6 +3,7 @@
 import errno
 import hashlib
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -216,12 +217,15 @@ def test_full_disk_while_saving_keeps_the_checkpoints_and_resume_is_exact(mnist_
     # Its first save, at step 12, is the one that fails.
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
     line = result.stderr.strip().splitlines()[-1]
-    size = (folder / "last.ckpt").stat().st_size
-    assert line == (
+    needs = re.search(r"it needs ([\d,]+) bytes", line)
+    assert needs and line == (
         f"error: no room for checkpoint last.ckpt in {folder.relative_to(cut)} ({os.strerror(errno.EFBIG)}): "
-        f"it needs {size:,} bytes; free that much there or pass another --trainer.default_root_dir; "
+        f"it needs {needs[1]} bytes; free that much there or pass another --trainer.default_root_dir; "
         "the previous one is kept"
     )
+    # The checkpoint it could not write: about the size of the one before (the same within a few bytes
+    # of pickled counters, which some torch releases store in fewer bytes than others).
+    assert abs(int(needs[1].replace(",", "")) - (folder / "last.ckpt").stat().st_size) < 1_000
     assert {p: digest(p) for p in folder.iterdir()} == saved  # no partial file either
     for path in saved:
         torch.load(path, weights_only=True)
