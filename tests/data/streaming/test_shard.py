@@ -77,7 +77,7 @@ def test_a_full_disk_while_sharding_says_so_in_one_line_and_leaves_nothing(image
             timeout=300,
             preexec_fn=small_disk(4000),  # below one split's chunk (32 photos of 20 px)
         )
-    # Known and left (issue 44): LitData's writer process, stopped on its error, leaves the processes it
+    # Known and left: LitData's writer process, stopped on its error, leaves the processes it
     # started for the input files behind, asleep; stop them, so that they outlive neither test nor CI.
     for proc in Path("/proc").glob("[0-9]*"):
         try:
