@@ -7,13 +7,12 @@ from its files.
 """
 
 import json
-import subprocess
 import sys
 import warnings
 
 import pytest
 import yaml
-from helpers.cli import ROOT, SHRINK_WANDB, app_env, callback, check, run_app, run_folder
+from helpers.cli import ROOT, SHRINK_WANDB, app_env, callback, check, run_app, run_command, run_folder
 from helpers.data_files import write_cifar
 from helpers.wandb_files import records
 from wandb.sdk.launch.sweeps import utils as agent_utils
@@ -176,7 +175,7 @@ def test_every_ddp_rank_of_a_trial_gets_the_drawn_values(tmp_path, monkeypatch):
     line += [f"--data.root={data}", "--data.verify=false", "--test_after_fit=false"]
     line.append(callback("helpers.recipe_probe.RecipeProbe", folder=str(tmp_path / "probe")))
     env = {**app_env(), "HOME": str(tmp_path)}
-    done = subprocess.run(line, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = run_command(line, cwd=tmp_path, env=env)
     check(done)
     values = {key: spec["value"] for key, spec in drawn.items()}
     for rank in (0, 1):

@@ -76,9 +76,27 @@ def run_process(
     ``env``, by default :func:`app_env`)."""
     command = app_command(subcommand, *args, **options)
     cwd.mkdir(parents=True, exist_ok=True)
-    env = app_env() if env is None else env
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    return Result(done.returncode, done.stdout, done.stderr)
+    return run_command(command, cwd=cwd, env=app_env() if env is None else env, timeout=timeout)
+
+
+def run_command(command: list[str], *, cwd: Path, env: dict[str, str], timeout: int = 300) -> Result:
+    """Run ``command`` to its end; one still running after ``timeout`` seconds fails the test with the
+    Python stacks of all its processes (every rank a launcher started), where each one waits."""
+    options = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, "start_new_session": True}
+    # faulthandler writes every thread's stack to stderr when the process gets SIGABRT.
+    env = {**env, "PYTHONFAULTHANDLER": "1"}
+    with subprocess.Popen(command, cwd=cwd, env=env, **options) as process:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGABRT)
+            try:
+                out, err = process.communicate(timeout=30)
+            except subprocess.TimeoutExpired:  # a process that outlives SIGABRT
+                os.killpg(process.pid, signal.SIGKILL)
+                out, err = process.communicate()
+            pytest.fail(f"still running after {timeout} s: {command[1:5]}...; its stacks:\n{err[-12000:]}")
+    return Result(process.returncode, out, err)
 
 
 def run_app(

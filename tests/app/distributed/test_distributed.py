@@ -27,6 +27,7 @@ from helpers.cli import (
     max_difference,
     probe,
     run_app,
+    run_command,
     run_folder,
     run_process,
     wandb_offline_env,
@@ -243,7 +244,7 @@ def test_slurm_script_trains_on_two_tasks_and_a_requeued_job_resumes_its_run(mni
             f"--trainer.max_epochs={epochs}",
             probed,
         ]
-        result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        result = run_command(command, cwd=tmp_path, env=env)
         check(result)
         # Lightning joined SLURM's 2 tasks instead of launching processes of its own.
         assert (result.stdout + result.stderr).count("Initializing distributed: GLOBAL_RANK") == 2
