@@ -2,6 +2,7 @@
 
 import atexit
 import signal
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +18,10 @@ from app.internals import set_collective_timeout
 # one they were made with: pytorch issue 165422).
 GLOO_TIMEOUT = (2, 9)
 GLOO_WAIT = "a rank waits for the others up to the group's own timeout (Lightning's 1800 s)"
+# The first torch that frees a process group without holding the GIL. Before, a gloo group freed while
+# one of its threads still frees the last collective's tensors (which takes the GIL) deadlocks the
+# rank (pytorch PR 154976); a pause without the GIL first lets that thread finish.
+GIL_FREE_DESTROY = (2, 8)
 
 
 class DistributedJob(Callback):
@@ -35,8 +40,8 @@ class DistributedJob(Callback):
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         # Here, not on import: this runs in every rank, spawned ones too, once the Trainer runs.
-        atexit.unregister(_leave_process_group)
-        atexit.register(_leave_process_group)
+        atexit.unregister(leave_process_group)
+        atexit.register(leave_process_group)
         # Each run makes its process group anew, before this hook.
         seconds = getattr(trainer, "collective_timeout", None)
         distributed = dist.is_available() and dist.is_initialized()
@@ -58,6 +63,9 @@ class DistributedJob(Callback):
             launcher.kill(signal.SIGKILL)
 
 
-def _leave_process_group() -> None:
+def leave_process_group() -> None:
+    """Destroy this process's default group, if it has one."""
     if dist.is_available() and dist.is_initialized():
+        if dist.get_backend() == "gloo" and versions.needs("torch", GIL_FREE_DESTROY):
+            time.sleep(0.2)
         dist.destroy_process_group()

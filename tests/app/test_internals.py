@@ -14,6 +14,7 @@ from pathlib import Path
 import torch.distributed as dist
 
 import app
+from app.distributed.job import leave_process_group
 from app.internals import set_collective_timeout
 
 UPSTREAM = ("lightning", "jsonargparse", "argparse", "torch")
@@ -85,4 +86,4 @@ def test_the_collective_timeout_is_set_without_a_deprecated_name(tmp_path):
             set_collective_timeout(timedelta(seconds=7))
         dist.barrier()
     finally:
-        dist.destroy_process_group()
+        leave_process_group()

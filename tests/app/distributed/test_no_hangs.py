@@ -12,11 +12,13 @@ import subprocess
 import time
 
 import pytest
+import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
 from helpers.cli import app_command, app_env, check, run_app
 
 from app import versions
-from app.distributed.job import GLOO_TIMEOUT
+from app.distributed.job import GLOO_TIMEOUT, leave_process_group
 
 pytestmark = [pytest.mark.distributed, pytest.mark.full]
 
@@ -122,8 +124,7 @@ def test_a_torch_whose_gloo_groups_keep_their_timeout_says_so_in_one_line(
     try:
         result = run_app("fit", *ddp1, f"--data.root={mnist_root}", "--test_after_fit=false", cwd=tmp_path)
     finally:
-        if dist.is_initialized():  # a 1-process job's group, made in this process
-            dist.destroy_process_group()
+        leave_process_group()  # a 1-process job's group, made in this process
     check(result)
     lines = [line for line in result.stderr.splitlines() if "--trainer.collective_timeout" in line]
     if torch_release < GLOO_TIMEOUT:
@@ -133,3 +134,24 @@ def test_a_torch_whose_gloo_groups_keep_their_timeout_says_so_in_one_line(
         ], result.stderr[-3000:]
     else:
         assert lines == [], result.stderr[-3000:]
+
+
+def gather_then_leave(rank: int, folder: str, times: int) -> None:
+    for n in range(times):
+        store = dist.FileStore(f"{folder}/store{n}", 2)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
+        x = torch.full((1000,), float(rank))
+        dist.all_gather([torch.empty_like(x) for _ in range(2)], x)  # its outputs dropped at once
+        leave_process_group()  # what every rank does at exit
+
+
+def test_a_rank_leaves_its_gloo_group_right_after_a_collective(tmp_path):
+    """Destroying a gloo group while its thread still frees the last collective's tensors deadlocked
+    on torch < 2.8 (here at the first or second of these 20 tries) until the rank paused first."""
+    ranks = mp.start_processes(gather_then_leave, args=(str(tmp_path), 20), nprocs=2, join=False)
+    deadline = time.monotonic() + 60
+    while not ranks.join(timeout=1):
+        if time.monotonic() > deadline:
+            for process in ranks.processes:
+                process.kill()
+            pytest.fail("a rank still ran 60 s after its start: leaving its group deadlocked")

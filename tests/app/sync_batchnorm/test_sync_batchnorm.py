@@ -14,7 +14,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from app.distributed.job import DistributedJob
+from app.distributed.job import DistributedJob, leave_process_group
 from app.sync_batchnorm import CPUSyncBatchNorm, SyncBatchNormPlugin
 from models import ResNet
 
@@ -85,7 +85,7 @@ def worker(rank: int, port: int, folder: str) -> None:
     dist.all_reduce(losses)
     result = {"layers": layers, "losses": losses / 2, "weights": model.state_dict()}
     torch.save(result, f"{folder}/rank{rank}.pt")
-    dist.destroy_process_group()
+    leave_process_group()
 
 
 @pytest.fixture(scope="module")
