@@ -269,6 +269,9 @@ def main(args: list[str] | None = None) -> None:
         # Raised by readers outside ours (a DataModule of yours, torchvision's): the path they name.
         fail(f"{err.strerror}: {err.filename}" if err.filename else str(err))
     except RuntimeError as err:
+        # torch's SIGCHLD handler raises again, wherever this process is, for each dead loader worker it
+        # still knows (an out-of-memory kill takes several): not while this process reports one and ends.
+        torch_handler = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         if raised_in(err, *LOADERS):
             fail(
                 "a DataLoader worker process died, most likely killed by the kernel for want of memory "
@@ -276,6 +279,7 @@ def main(args: list[str] | None = None) -> None:
                 f"{resume_with(given)}"
             )
         if not in_collective(err):
+            signal.signal(signal.SIGCHLD, torch_handler)
             raise
         # Most often the process that failed first printed why and this one lost it; a mistake in a
         # collective raises alike, so torch's own line goes with ours.

@@ -43,10 +43,10 @@ def raised_in(err: BaseException, *folders: str) -> bool:
     """Whether ``err`` is a RuntimeError raised in the code under ``folders`` (DISTRIBUTED, LOADERS)."""
     if not isinstance(err, RuntimeError) or err.__traceback__ is None:
         return False
-    innermost = traceback.extract_tb(err.__traceback__)[-1]
+    *_, (innermost, _) = traceback.walk_tb(err.__traceback__)  # frames only: no source file is read
     # A loader's "too many open files" (EMFILE) is no worker gone; a reset connection (killed mid-send) is.
     emfile = isinstance(err.__context__, OSError) and err.__context__.errno == errno.EMFILE
-    return innermost.filename.startswith(folders) and not emfile
+    return innermost.f_code.co_filename.startswith(folders) and not emfile
 
 
 def in_collective(err: BaseException) -> bool:

@@ -105,13 +105,15 @@ def run_app(
     """Run the CLI's ``main`` in this process, in ``cwd``, as a subprocess would run it.
 
     The output is caught at the file descriptors (Lightning's and wandb's handlers hold their own
-    streams), and the working folder and environment are put back afterwards. An exception that
-    escapes ``main`` becomes exit status 1 with its traceback on stderr, as in a real process.
+    streams), and the working folder, environment and SIGCHLD handler are put back afterwards. An
+    exception that escapes ``main`` becomes exit status 1 with its traceback on stderr, as in a real
+    process.
     """
     from app.cli import main
 
     cwd.mkdir(parents=True, exist_ok=True)
     saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
+    saved_sigchld = signal.getsignal(signal.SIGCHLD)
     handlers = [
         h for name in ("lightning.pytorch", "lightning.fabric") for h in logging.getLogger(name).handlers
     ]
@@ -144,6 +146,7 @@ def run_app(
         finally:
             os.chdir(saved_cwd)
             sys.argv = saved_argv
+            signal.signal(signal.SIGCHLD, saved_sigchld)
             os.environ.clear()
             os.environ.update(saved_env)
             sys.stdout.close()
