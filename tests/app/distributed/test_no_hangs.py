@@ -6,16 +6,13 @@ does, so an orphaned rank shows up as a timeout here, not as a stray process.
 """
 
 import json
-import os
-import signal
-import subprocess
 import time
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from helpers.cli import app_command, app_env, check, run_app
+from helpers.cli import Result, app_command, app_env, check, run_app, run_command
 
 from app import versions
 from app.distributed.job import GLOO_TIMEOUT, leave_process_group
@@ -33,30 +30,18 @@ LOST = (
 
 def run_with_fault(
     fault: str, rank: int, data_root, folder, *timeout: str, slow_start: float = 0.0
-) -> tuple[subprocess.CompletedProcess, float]:
+) -> tuple[Result, float]:
     """The job's result, and the seconds from the fault to the exit of its last process."""
     init = {"folder": str(folder), "rank": rank, "slow_start": slow_start}
     callback = {"class_path": f"helpers.faults.{fault}", "init_args": init}
     args = [*DDP2, f"--data.root={data_root}", "--test_after_fit=false", "--data.batch_size=32", *timeout]
     args.append(f"--trainer.callbacks+={json.dumps(callback)}")
-    command = app_command("fit", *args)
-    # Its own session, so that every process it starts, orphans included, can be killed at the end.
-    job = subprocess.Popen(
-        command, cwd=folder, env=app_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        stdout, stderr = job.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        stdout, stderr = job.communicate()
-        pytest.fail(f"the job or one of its ranks still ran 120 s after its start:\n{stderr[-3000:]}")
+    # It ends when the last process holding its output does: an orphaned rank fails it at 120 s.
+    result = run_command(app_command("fit", *args), cwd=folder, env=app_env(), timeout=120)
     ended = time.time()
     stamp = folder / f"fault-rank{rank}"
-    assert stamp.is_file(), f"the fault never struck:\n{stderr[-3000:]}"
-    return subprocess.CompletedProcess(command, job.returncode, stdout, stderr), ended - float(
-        stamp.read_text()
-    )
+    assert stamp.is_file(), f"the fault never struck:\n{result.stderr[-3000:]}"
+    return result, ended - float(stamp.read_text())
 
 
 @pytest.mark.parametrize("rank", [1, 0])
