@@ -18,9 +18,8 @@ from app.internals import set_collective_timeout
 # one they were made with: pytorch issue 165422).
 GLOO_TIMEOUT = (2, 9)
 GLOO_WAIT = "a rank waits for the others up to the group's own timeout (Lightning's 1800 s)"
-# The first torch that frees a process group without holding the GIL. Before, a gloo group freed while
-# one of its threads still frees the last collective's tensors (which takes the GIL) deadlocks the
-# rank (pytorch PR 154976); a pause without the GIL first lets that thread finish.
+# The first torch that frees a process group without the GIL: before, freeing a gloo group while its
+# thread frees the last collective's tensors deadlocks (pytorch PR 154976), unless paused first.
 GIL_FREE_DESTROY = (2, 8)
 
 
