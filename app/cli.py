@@ -250,6 +250,7 @@ class CLI(LightningCLI):
         """The subcommands whose parsers are built: see :func:`commands_for`."""
         return self.commands
 
+
 def main(args: list[str] | None = None) -> None:
     """Run the CLI; problems the user can fix end in one ``error:`` line and exit status 1."""
     given = sys.argv[1:] if args is None else args
