@@ -40,17 +40,18 @@ class RunConfig(SaveConfigCallback):
         self.config = self.config.clone()
         for key, value in self.given.items():
             self.config[key] = value
+        # Dumped once, for the file and the loggers: each dump checks the whole config again.
+        self.dumped = self.parser.dump(self.config, skip_none=False) if trainer.is_global_zero else ""
         if self.save_to_log_dir and not self.already_saved:
             # Lightning's own save writes over the file in place: a full disk would leave half of it.
             path = Path(trainer.log_dir, self.config_filename)  # log_dir is a broadcast: every rank asks
             if trainer.is_global_zero:
-                body = self.parser.dump(self.config, skip_none=False).encode()
-                write_whole(path, body, "or pass another --trainer.default_root_dir")
+                write_whole(path, self.dumped.encode(), "or pass another --trainer.default_root_dir")
             self.save_to_log_dir = False
         super().setup(trainer, pl_module, stage)
 
     def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        config = yaml.safe_load(self.parser.dump(self.config, skip_none=False))
+        config = yaml.safe_load(self.dumped)
         config["git"] = git_state()
         for logger in trainer.loggers:
             logger.log_hyperparams(config)
