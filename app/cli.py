@@ -188,13 +188,11 @@ class CLI(LightningCLI):
 
     def before_fit(self) -> None:
         self.check_fits()
-        monitorable = getattr(self.model, "monitorable", None)  # the keys the model logs, where it says
         for callback in self.trainer.callbacks:
             key = getattr(callback, "monitor", None)
-            if monitorable is not None and key is not None and key not in monitorable:
+            if key is not None:
                 ours = isinstance(callback, ModelCheckpoint)
-                flag = "--checkpoint.monitor" if ours else type(callback).__name__
-                raise UsageError(f"{flag} {key} is never logged; the model logs {', '.join(monitorable)}")
+                check_logged(self.model, key, "--checkpoint.monitor" if ours else type(callback).__name__)
         if self.config.fit.test_after_fit and not self.tests_after_fit:
             data = type(self.datamodule).__name__
             rank_zero_info(f"fit: {data} has no test split: fit ends without a test")
@@ -308,6 +306,13 @@ def build(cli: type[CLI], args: list[str] | None) -> CLI:
         save_config_kwargs={"overwrite": True},
         args=args,
     )
+
+
+def check_logged(model: object, key: str, flag: str) -> None:
+    """Refuse ``key`` (what ``flag`` monitors) where ``model`` says which keys it logs and it is none."""
+    monitorable = getattr(model, "monitorable", None)
+    if monitorable is not None and key not in monitorable:
+        raise UsageError(f"{flag} {key} is never logged; the model logs {', '.join(monitorable)}")
 
 
 def resume_with(args: list[str]) -> str:

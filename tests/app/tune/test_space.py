@@ -136,7 +136,7 @@ def test_the_fast_presets_own_values_are_its_spaces_trial_0():
         pytest.skip("the W&B sweeps part (configs/sweeps) was dropped")
     from app.tune.probe import probe
 
-    base = probe([f"--config={ROOT / 'configs' / 'fashion_mnist_fast.yaml'}"], folds=1)
+    base = probe([f"--config={ROOT / 'configs' / 'fashion_mnist_fast.yaml'}", f"--tune.space={sweep}"])
     space = load(sweep, base.monitor, base.mode)
     base.check(space)
     values, outside = base.baseline(space)
