@@ -189,10 +189,9 @@ class CLI(LightningCLI):
     def before_fit(self) -> None:
         self.check_fits()
         for callback in self.trainer.callbacks:
-            key = getattr(callback, "monitor", None)
-            if key is not None:
-                ours = isinstance(callback, ModelCheckpoint)
-                check_logged(self.model, key, "--checkpoint.monitor" if ours else type(callback).__name__)
+            ours = isinstance(callback, ModelCheckpoint)
+            flag = "--checkpoint.monitor" if ours else type(callback).__name__
+            check_logged(self.model, getattr(callback, "monitor", None), flag)
         if self.config.fit.test_after_fit and not self.tests_after_fit:
             data = type(self.datamodule).__name__
             rank_zero_info(f"fit: {data} has no test split: fit ends without a test")
@@ -308,10 +307,10 @@ def build(cli: type[CLI], args: list[str] | None) -> CLI:
     )
 
 
-def check_logged(model: object, key: str, flag: str) -> None:
-    """Refuse ``key`` (what ``flag`` monitors) where ``model`` says which keys it logs and it is none."""
+def check_logged(model: object, key: str | None, flag: str) -> None:
+    """Refuse ``key`` (``flag``'s, if any) where ``model`` says which keys it logs and it is none of them."""
     monitorable = getattr(model, "monitorable", None)
-    if monitorable is not None and key not in monitorable:
+    if monitorable is not None and key is not None and key not in monitorable:
         raise UsageError(f"{flag} {key} is never logged; the model logs {', '.join(monitorable)}")
 
 
