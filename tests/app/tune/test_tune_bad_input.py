@@ -97,9 +97,18 @@ def test_the_study_is_of_fits_settings_not_tunes_own(mnist_root, tmp_path):
     """A rerun with other --tune.* flags (but the space and folds) is the same study; no --tune.* flag
     reaches a trial's fit."""
     root = f"--data.root={mnist_root}"
-    one = tuned(tmp_path, ["--tune.trials", "3", root, "--tune.timeout=60", "--trainer.max_epochs=2"])
+    given = [
+        "--tune.trials",
+        "3",
+        root,
+        "--tune",
+        '{"timeout": 60}',
+        "--tune.storage=x.log",
+        "--trainer.max_epochs=2",
+    ]
+    one = tuned(tmp_path, given)
     other = tuned(tmp_path, [root, "--tune.trials=5", "--trainer.max_epochs=2"])
-    assert (one.count, other.count) == (3, 5) and one.settings == other.settings
+    assert (one.count, other.count, one.options.timeout) == (3, 5, 60) and one.settings == other.settings
     assert [key for key in one.settings if key.startswith("tune")] == ["tune.space", "tune.folds"]
     assert one.fit_args == [*SHRINK, root, "--trainer.max_epochs=2"]
 
