@@ -44,12 +44,7 @@ class Probe(CLI):
 
     def parse_arguments(self, parser, args: list[str]) -> None:
         super().parse_arguments(parser, args)
-        folds = self.config.fit.tune.folds
-        if folds > 1:  # fold 0 of K, as each trial's first fit is (data checks the two)
-            super().parse_arguments(parser, [*args, f"--data.folds={folds}", "--data.fold=0"])
-
-    def before_instantiate_classes(self) -> None:
-        config = self.config[self.subcommand]
+        config = self.config.fit
         if config.tune.space is None and config.tune.folds == 1:
             raise UsageError("tune needs --tune.space FILE (a search) or --tune.folds K (a cross-validation)")
         for path in config.get("config") or []:
@@ -58,6 +53,11 @@ class Probe(CLI):
                     f"--config {path}: tune's options are --tune.* flags only (each trial's fit reads this "
                     "file, and has none): move its tune: section to flags"
                 )
+        if config.tune.folds > 1:  # fold 0 of K, as each trial's first fit is (data checks the two)
+            super().parse_arguments(parser, [*args, f"--data.folds={config.tune.folds}", "--data.fold=0"])
+
+    def before_instantiate_classes(self) -> None:
+        config = self.config[self.subcommand]
         self.saved_card = {}  # no checkpoint to read the classes from
         # The model and data are what is checked; a logger would write its files (W&B's id) here.
         config.trainer.logger, config.trainer.callbacks, config.trainer.plugins = None, None, None
