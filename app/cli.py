@@ -189,13 +189,10 @@ class CLI(LightningCLI):
 
     def before_fit(self) -> None:
         self.check_fits()
-        monitorable = getattr(self.model, "monitorable", None)  # the keys the model logs, where it says
         for callback in self.trainer.callbacks:
-            key = getattr(callback, "monitor", None)
-            if monitorable is not None and key is not None and key not in monitorable:
-                ours = isinstance(callback, ModelCheckpoint)
-                flag = "--checkpoint.monitor" if ours else type(callback).__name__
-                raise UsageError(f"{flag} {key} is never logged; the model logs {', '.join(monitorable)}")
+            ours = isinstance(callback, ModelCheckpoint)
+            flag = "--checkpoint.monitor" if ours else type(callback).__name__
+            check_logged(self.model, getattr(callback, "monitor", None), flag)
         if self.config.fit.test_after_fit and not self.tests_after_fit:
             data = type(self.datamodule).__name__
             rank_zero_info(f"fit: {data} has no test split: fit ends without a test")
@@ -319,6 +316,13 @@ def commands_for(args: list[str] | None) -> dict[str, set[str]]:
     }
     given = sys.argv[1:] if args is None else args
     return {given[0]: every[given[0]]} if given and given[0] in every else every
+
+
+def check_logged(model: object, key: str | None, flag: str) -> None:
+    """Refuse ``key`` (``flag``'s, if any) where ``model`` says which keys it logs and it is none of them."""
+    monitorable = getattr(model, "monitorable", None)
+    if monitorable is not None and key is not None and key not in monitorable:
+        raise UsageError(f"{flag} {key} is never logged; the model logs {', '.join(monitorable)}")
 
 
 def resume_with(args: list[str]) -> str:

@@ -5,15 +5,10 @@ own process, as a W&B agent runs it, so a trial can be a whole DDP job and no ra
 The study lives in ``ROOT/tune/NAME/`` (ROOT: ``--trainer.default_root_dir``).
 """
 
-import dataclasses
-import difflib
 import signal
 import sys
 
-from jsonargparse import ArgumentError, ArgumentParser
-
-from app.errors import USER_ERRORS, UsageError, fail
-from app.tune.options import Options
+from app.errors import USER_ERRORS, fail
 from app.tune.search import Tune
 
 
@@ -25,48 +20,13 @@ class Stop(Exception):
         self.signum = signum
 
 
-def split(args: list[str]) -> tuple[list[str], list[str]]:
-    """``args`` parted into the ``--tune.*`` flags (and help) and fit's."""
-    tune, rest, i = [], [], 0
-    while i < len(args):
-        arg = args[i]
-        if arg.startswith("--tune.") or arg in ("-h", "--help"):
-            tune.append(arg)
-            takes_value = "=" not in arg and arg.startswith("--tune.") and i + 1 < len(args)
-            if takes_value and not args[i + 1].startswith("--"):
-                tune.append(args[i + 1])
-                i += 1
-        else:
-            rest.append(arg)
-        i += 1
-    return tune, rest
-
-
-def parse(args: list[str]) -> Options:
-    parser = ArgumentParser(
-        prog="python -m app tune", exit_on_error=False, allow_abbrev=False, description=Options.__doc__
-    )
-    parser.add_class_arguments(Options, "tune")
-    try:
-        return parser.instantiate_classes(parser.parse_args(args)).tune
-    except ArgumentError as err:
-        known = [f"tune.{field.name}" for field in dataclasses.fields(Options)]
-        given = [arg.removeprefix("--").split("=", 1)[0] for arg in args if arg.startswith("--tune.")]
-        close = [m for key in given if key not in known for m in difflib.get_close_matches(key, known, n=1)]
-        hint = f"; close: {', '.join('--' + key for key in close)}" if close else ""
-        raise UsageError(" ".join(str(err).split()) + hint) from None
-
-
 def main(args: list[str]) -> None:
     """Run ``python -m app tune ARGS``; a problem the user can fix ends in one ``error:`` line."""
-    tune_args, fit_args = split(args)
     signal.signal(signal.SIGTERM, raise_stop)
-    sys.argv = sys.argv[
-        :1
-    ]  # fit's flags are parsed from a list: LightningCLI warns where argv holds them too
+    # The flags are parsed from a list: LightningCLI warns where argv holds them too.
+    sys.argv = sys.argv[:1]
     try:
-        options = parse(tune_args)
-        Tune(options, fit_args).run()
+        Tune(args).run()
     except USER_ERRORS as err:
         fail(str(err))
     except (Stop, KeyboardInterrupt) as stop:

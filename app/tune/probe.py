@@ -1,21 +1,24 @@
-"""fit's flags read in this process, as ``python -m app fit`` reads them, before any trial runs: every key of
-the space an option of fit, each end of its range a value fit takes, the metric one the model logs."""
+"""``python -m app tune``'s flags read in this process, fit's as ``python -m app fit`` reads them and tune's
+own (``--tune.*``) in the same parse, before any trial runs: every key of the space an option of fit, each
+end of its range a value fit takes, the metric one the model logs."""
 
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from jsonargparse import Namespace
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 
-from app.cli import CLI, build
+from app.cli import CLI, build, check_logged
 from app.errors import UsageError
 from app.tune.identity import flatten
+from app.tune.options import Options
 from app.tune.space import Space
 from app.tune.trial import flag
 
-MISSING = object()
+USAGE = "python -m app tune [-h] [--tune.OPTION VALUE ...] [fit's options]"
 
 
 class Probed(Exception):
@@ -27,13 +30,37 @@ class Probed(Exception):
 
 
 class Probe(CLI):
-    """The CLI of ``fit`` up to its Trainer: nothing is written, no run folder made."""
+    """The CLI of ``fit`` with tune's options (the group ``tune``), up to its Trainer: nothing is written,
+    no run folder made."""
+
+    def __init__(self, *args: Any, parser_kwargs: dict[str, Any], **kwargs: Any) -> None:
+        # Its help is tune's: fit's options and the tune group.
+        fit = {**parser_kwargs["fit"], "description": Options.__doc__.partition("\n")[0], "usage": USAGE}
+        super().__init__(*args, parser_kwargs={**parser_kwargs, "fit": fit}, **kwargs)
+
+    def add_arguments_to_parser(self, parser) -> None:
+        super().add_arguments_to_parser(parser)
+        parser.add_class_arguments(Options, "tune")
+
+    def parse_arguments(self, parser, args: list[str]) -> None:
+        super().parse_arguments(parser, args)
+        config = self.config.fit
+        if config.tune.space is None and config.tune.folds == 1:
+            raise UsageError("tune needs --tune.space FILE (a search) or --tune.folds K (a cross-validation)")
+        for path in config.get("config") or []:
+            if path is not None and "tune" in (yaml.safe_load(path.read_text()) or {}):
+                raise UsageError(
+                    f"--config {path}: tune's options are --tune.* flags only (each trial's fit reads this "
+                    "file, and has none): move its tune: section to flags"
+                )
+        if config.tune.folds > 1:  # fold 0 of K, as each trial's first fit is (data checks the two)
+            super().parse_arguments(parser, [*args, f"--data.folds={config.tune.folds}", "--data.fold=0"])
 
     def before_instantiate_classes(self) -> None:
+        config = self.config[self.subcommand]
         self.saved_card = {}  # no checkpoint to read the classes from
         # The model and data are what is checked; a logger would write its files (W&B's id) here.
-        trainer = self.config[self.subcommand].trainer
-        trainer.logger, trainer.callbacks, trainer.plugins = None, None, None
+        config.trainer.logger, config.trainer.callbacks, config.trainer.plugins = None, None, None
 
     def instantiate_trainer(self, **kwargs: Any) -> None:
         raise Probed(self)
@@ -41,10 +68,33 @@ class Probe(CLI):
 
 @dataclass
 class Base:
-    """fit's config as given (the study's starting point), and what its model logs."""
+    """The config as given (the study's starting point): tune's options, fit's config and what its model
+    logs."""
 
     cli: CLI
     args: list[str]
+
+    @property
+    def options(self) -> Options:
+        return self.cli.config_init.fit.tune
+
+    @property
+    def given(self) -> Namespace:
+        """fit's config as given: tune's options left out."""
+        given = self.cli.config.fit.clone()
+        given.pop("tune")
+        return given
+
+    @property
+    def fit_args(self) -> list[str]:
+        """The flags each trial's fit gets: ``args`` less tune's (``--tune``, ``--tune.*``, their values)."""
+        tune = [arg == "--tune" or arg.startswith(("--tune.", "--tune=")) for arg in self.args]
+        return [
+            arg
+            for i, arg in enumerate(self.args)
+            if not tune[i]
+            and not (i and tune[i - 1] and "=" not in self.args[i - 1] and not arg.startswith("--"))
+        ]
 
     @property
     def root(self) -> Path:
@@ -70,15 +120,11 @@ class Base:
 
     def check(self, space: Space) -> None:
         """One ``error:`` line for the first key, value or metric fit would refuse."""
-        monitorable = getattr(self.cli.model, "monitorable", None)
-        if monitorable is not None and space.metric not in monitorable:
-            raise UsageError(
-                f"the metric {space.metric} is never logged; the model logs {', '.join(monitorable)}"
-            )
-        keys = list(flatten(self.given))
+        check_logged(self.cli.model, space.metric, "the metric")
+        flat = flatten(self.given)
         for key, values in corners(space).items():
-            if lookup(self.given, key) is MISSING:
-                close = difflib.get_close_matches(key, keys, n=1)
+            if key.replace(".init_args.", ".") not in flat:
+                close = difflib.get_close_matches(key, list(flat), n=1)
                 hint = f"; close: {close[0]}" if close else " (python -m app fit --help)"
                 raise UsageError(f"--tune.space: {key} is no option of fit{hint}")
             for value in values:
@@ -88,26 +134,24 @@ class Base:
                     raise UsageError(f"--tune.space parameter {key}={value!r}: {err}") from None
         self.cli.parse_arguments(self.cli.parser, ["fit", *self.args])
 
-    @property
-    def given(self) -> Namespace:
-        return self.cli.config["fit"]
-
     def baseline(self, space: Space) -> tuple[dict[str, Any], str | None]:
         """The config's own values of the searched keys, and the first that is outside the space."""
-        values = {}
+        values, given = {}, self.given
+        flat = flatten(given)
         for key, distribution in space.distributions_for_ask().items():
-            value = plain(lookup(self.given, key))
-            if not contains(distribution, value):
+            value = flat[key.replace(".init_args.", ".")]
+            # A class is its path and its init_args: a path drawn alone would not carry the config's.
+            if isinstance(given.get(key), Namespace) or not contains(distribution, value):
                 return {}, f"{key}={value!r}"
             values[key] = value
         return values, None
 
 
-def probe(args: list[str], folds: int) -> Base:
-    """fit's config for ``args`` (fold 0 of ``folds``), model and data built; an error line if fit refuses."""
-    extra = [f"--data.folds={folds}", "--data.fold=0"] if folds > 1 else []
+def probe(args: list[str]) -> Base:
+    """The config of ``python -m app tune ARGS`` (fold 0 of --tune.folds), model and data built; an error
+    line if fit refuses."""
     try:
-        build(Probe, ["fit", *args, *extra])
+        build(Probe, ["fit", *args])
     except Probed as probed:
         return Base(probed.cli, args)
     raise AssertionError("the probe's CLI ran past its Trainer")
@@ -119,31 +163,6 @@ def corners(space: Space) -> dict[str, list[Any]]:
     for key, d in space.distributions.items():
         found[key] = list(d.choices) if isinstance(d, CategoricalDistribution) else [d.low, d.high]
     return found
-
-
-def lookup(config: Namespace, key: str) -> Any:
-    """``config``'s value at a W&B key such as ``model.optimizer.lr`` (through init_args), else MISSING."""
-    node: Any = config
-    for part in key.split("."):
-        if isinstance(node, Namespace) and part in node:
-            node = node[part]
-        elif (
-            isinstance(node, Namespace)
-            and isinstance(node.get("init_args"), Namespace)
-            and part in node.init_args
-        ):
-            node = node.init_args[part]
-        else:
-            return MISSING
-    return node
-
-
-def plain(value: Any) -> Any:
-    """``value`` as the plain value a sweep file holds (the parser's restricted types are subclasses)."""
-    for kind in (bool, int, float, str):
-        if isinstance(value, kind):
-            return kind(value)
-    return value
 
 
 def contains(distribution: BaseDistribution, value: Any) -> bool:

@@ -17,7 +17,6 @@ from app.errors import UsageError
 from app.tune import results
 from app.tune.identity import identity
 from app.tune.opening import open_study
-from app.tune.options import Options
 from app.tune.probe import Base, probe
 from app.tune.space import Space, load
 from app.tune.study import (
@@ -44,11 +43,10 @@ ALIKE = 3  # trials in a row failing with one error: the study stops (the next w
 class Tune:
     """One tune process: checks everything first, then runs trials until the study has its count."""
 
-    def __init__(self, options: Options, fit_args: list[str]) -> None:
-        self.options, self.fit_args = options, fit_args
-        if options.space is None and options.folds == 1:
-            raise UsageError("tune needs --tune.space FILE (a search) or --tune.folds K (a cross-validation)")
-        self.base: Base = probe(fit_args, options.folds)
+    def __init__(self, args: list[str]) -> None:
+        self.base: Base = probe(args)
+        self.options = options = self.base.options
+        self.fit_args = self.base.fit_args  # a trial's: tune's own flags left out
         space = (
             load(Path(options.space), self.base.monitor, self.base.mode)
             if options.space

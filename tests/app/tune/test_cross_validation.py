@@ -31,10 +31,9 @@ def test_cross_validation_of_one_config(mnist_root, tmp_path):
 
 
 def test_a_cross_validation_is_named_after_its_config(mnist_root):
-    from app.tune.command import parse
     from app.tune.search import Tune
 
     config = ROOT / "configs" / "mnist.yaml"
     given = [f"--config={config}", f"--data.root={mnist_root}"]
-    assert Tune(parse(["--tune.folds=2"]), given).name == "cv-mnist"
-    assert Tune(parse(["--tune.folds=2"]), [f"--data.root={mnist_root}"]).name == "cv"
+    assert Tune(["--tune.folds=2", *given]).name == "cv-mnist"
+    assert Tune(["--tune.folds=2", f"--data.root={mnist_root}"]).name == "cv"

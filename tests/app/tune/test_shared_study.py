@@ -144,7 +144,6 @@ def test_a_trial_whose_machine_went_silent_is_taken_over(postgres, mnist_root, t
     import optuna
 
     from app.tune import study as tune_study
-    from app.tune.command import parse
     from app.tune.identity import IDENTITY
     from app.tune.search import Tune
 
@@ -159,7 +158,7 @@ def test_a_trial_whose_machine_went_silent_is_taken_over(postgres, mnist_root, t
     )
     made = optuna.create_study(study_name="silent", storage=postgres.url, direction="maximize")
     fit_args = [*SHRINK, f"--data.root={mnist_root}"]
-    made.set_user_attr(IDENTITY, Tune(parse([f"--tune.space={space}"]), fit_args).settings)
+    made.set_user_attr(IDENTITY, Tune([f"--tune.space={space}", *fit_args]).settings)
     lost = made.ask({"model.optimizer.lr": optuna.distributions.CategoricalDistribution([0.02, 0.03])})
     lost.set_user_attr(tune_study.RUN, "trial-000")
     storage = optuna.storages.RDBStorage(postgres.url)

@@ -136,7 +136,7 @@ def test_the_fast_presets_own_values_are_its_spaces_trial_0():
         pytest.skip("the W&B sweeps part (configs/sweeps) was dropped")
     from app.tune.probe import probe
 
-    base = probe([f"--config={ROOT / 'configs' / 'fashion_mnist_fast.yaml'}"], folds=1)
+    base = probe([f"--config={ROOT / 'configs' / 'fashion_mnist_fast.yaml'}", f"--tune.space={sweep}"])
     space = load(sweep, base.monitor, base.mode)
     base.check(space)
     values, outside = base.baseline(space)
@@ -149,6 +149,17 @@ def test_the_fast_presets_own_values_are_its_spaces_trial_0():
         "data.batch_size": 256,
     }
     assert {type(v) for v in values.values()} == {float, int}  # plain values, as Optuna keeps them
+
+
+def test_a_class_key_is_never_the_configs_own_value(mnist_root, tmp_path):
+    """A class is its path and its init_args, which a drawn path alone would not carry: trial 0 is drawn."""
+    from app.tune.probe import probe
+
+    sweep = space_file(tmp_path, {"model.net": {"values": ["models.MnistCNN", "FastCNN"]}})
+    base = probe([f"--data.root={mnist_root}", f"--tune.space={sweep}"])
+    space = load(sweep, base.monitor, base.mode)
+    base.check(space)
+    assert base.baseline(space) == ({}, "model.net='models.MnistCNN'")
 
 
 def test_workers_on_one_study_draw_distinct_values_and_one_worker_draws_reproducibly(tmp_path):

@@ -10,7 +10,6 @@ import yaml
 from helpers.cli import SHRINK, run_app
 
 from app.tune import study as tune_study
-from app.tune.command import parse, split
 from app.tune.identity import IDENTITY
 from app.tune.search import Tune
 
@@ -21,10 +20,9 @@ SPACE = {
 
 
 def tuned(tmp_path, args: list[str]) -> Tune:
-    """The tune process's settings for ``args`` (before it opens its study), read in this process."""
-    tune_args, fit_args = split([f"--tune.space={tmp_path / 'space.yaml'}", *SHRINK, *args])
+    """The tune process of ``python -m app tune ARGS`` (before it opens its study), made in this process."""
     (tmp_path / "space.yaml").write_text(yaml.safe_dump(SPACE))
-    return Tune(parse(tune_args), fit_args)
+    return Tune([f"--tune.space={tmp_path / 'space.yaml'}", *SHRINK, *args])
 
 
 def refused(tmp_path, *args: str, space: dict | None = SPACE) -> str:
@@ -36,7 +34,8 @@ def refused(tmp_path, *args: str, space: dict | None = SPACE) -> str:
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1 and lines[-1].startswith("error: "), result.stderr[-2000:]
     assert not [line for line in lines if line.startswith(("Traceback", "trial "))]
-    assert {p.name for p in tmp_path.iterdir()} <= {"space.yaml", "shared.db"}  # nothing written
+    # Nothing written:
+    assert {p.name for p in tmp_path.iterdir()} <= {"space.yaml", "shared.db", "config.yaml"}
     return lines[-1]
 
 
@@ -70,10 +69,48 @@ def test_a_metric_the_model_never_logs(mnist_root, tmp_path, monkeypatch):
 
 def test_neither_a_space_nor_folds_and_a_flag_of_neither(mnist_root, tmp_path):
     assert "--tune.space FILE" in refused(tmp_path, f"--data.root={mnist_root}", space=None)
-    line = refused(tmp_path, f"--data.root={mnist_root}", "--tune.spac=x.yaml", space=None)
-    assert "--tune.spac" in line and line.endswith("; close: --tune.space")
+    line = refused(tmp_path, f"--data.root={mnist_root}", "--tune.spaec=x.yaml", space=None)
+    assert "--tune.spaec" in line and line.endswith("; close: --tune.space")
+    # Typos of tune's flags and of fit's are told alike, by the CLI's parser.
+    line = refused(tmp_path, f"--data.root={mnist_root}", "--tune.trails", "3", "--trainer.max_epochs=1")
+    assert "--tune.trails" in line and line.endswith("; close: --tune.trials")
     assert "tune.trials" in refused(tmp_path, f"--data.root={mnist_root}", "--tune.trials=0")
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_tune_section_in_a_config_file(mnist_root, tmp_path):
+    """Each trial's fit reads the --config files, and fit has no tune options: refused before any trial."""
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"tune": {"trials": 3}}))
+    line = refused(tmp_path, f"--data.root={mnist_root}", "--config=config.yaml")
+    assert "config.yaml" in line and "--tune.* flags" in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_help_lists_tunes_options_and_fits(tmp_path):
+    result = run_app("tune", "--help", cwd=tmp_path, shrink=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("usage: python -m app tune ")
+    assert "--tune.space" in result.stdout and "--trainer.max_epochs" in result.stdout
+
+
+def test_the_study_is_of_fits_settings_not_tunes_own(mnist_root, tmp_path):
+    """A rerun with other --tune.* flags (but the space and folds) is the same study; no --tune.* flag
+    reaches a trial's fit."""
+    root = f"--data.root={mnist_root}"
+    given = [
+        "--tune.trials",
+        "3",
+        root,
+        "--tune",
+        '{"timeout": 60}',
+        "--tune.storage=x.log",
+        "--trainer.max_epochs=2",
+    ]
+    one = tuned(tmp_path, given)
+    other = tuned(tmp_path, [root, "--tune.trials=5", "--trainer.max_epochs=2"])
+    assert (one.count, other.count, one.options.timeout) == (3, 5, 60) and one.settings == other.settings
+    assert [key for key in one.settings if key.startswith("tune")] == ["tune.space", "tune.folds"]
+    assert one.fit_args == [*SHRINK, root, "--trainer.max_epochs=2"]
 
 
 def test_a_storage_that_refuses_or_is_not_there(mnist_root, tmp_path):
