@@ -1,7 +1,8 @@
 """Start-up against its floor, ``import torch, lightning`` (figures in benchmarks/README.md).
 
 Whole processes, rounds interleaved, medians: ``python -c "import torch, lightning"``; ``python -m app fit
---help``; ``python -m app fit`` of a preset from process start to its first training step (W&B offline).
+--help``; ``python -m app fit`` of a preset from process start to its first training step (W&B offline), and
+the same without a logger (the difference is what starting W&B's run costs).
 Beside the wall-clock seconds, each process's CPU seconds (user and system, the whole process), which a
 machine shared with other jobs moves far less.
 """
@@ -47,23 +48,33 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     python = sys.executable
-    names = ["import torch, lightning", "app fit --help", "app fit, first step"]
+    names = ["import torch, lightning", "app fit --help", "app fit, first step", "the same, no logger"]
     rows: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for r in range(args.rounds):
-            mark = folder / f"step{r}"
-            probe = json.dumps({"class_path": FIRST_STEP, "init_args": {"file": str(mark)}})
-            fit = [python, "-m", "app", "fit", f"--config={ROOT / args.config}", f"--data.root={args.root}"]
-            fit += [
-                "--trainer.enable_progress_bar=false",
-                "--test_after_fit=false",
-                f"--trainer.callbacks+={probe}",
+            marks = [folder / f"step{r}", folder / f"bare{r}"]
+            fit = [
+                [
+                    *[
+                        python,
+                        "-m",
+                        "app",
+                        "fit",
+                        f"--config={ROOT / args.config}",
+                        f"--data.root={args.root}",
+                    ],
+                    *["--trainer.enable_progress_bar=false", "--test_after_fit=false"],
+                    "--trainer.callbacks+="
+                    + json.dumps({"class_path": FIRST_STEP, "init_args": {"file": str(m)}}),
+                ]
+                for m in marks
             ]
             commands = {
                 "import torch, lightning": ([python, "-c", "import torch, lightning"], None),
                 "app fit --help": ([python, "-m", "app", "fit", "--help"], None),
-                "app fit, first step": (fit, mark),
+                "app fit, first step": (fit[0], marks[0]),
+                "the same, no logger": ([*fit[1], "--trainer.logger=false"], marks[1]),
             }
             order = list(commands) if r % 2 == 0 else list(commands)[::-1]
             for name in order:
