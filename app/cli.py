@@ -243,8 +243,7 @@ class CLI(LightningCLI):
             f"test split; once it is back, test with: {test}"
         )
 
-    def subcommands(self) -> dict[str, set[str]]:
-        """The subcommands whose parsers are built: see :func:`commands_for`."""
+    def subcommands(self) -> dict[str, set[str]]:  # the ones built: see commands_for
         return self.commands
 
 
@@ -306,14 +305,10 @@ def build(cli: type[CLI], args: list[str] | None) -> CLI:
 
 
 def commands_for(args: list[str] | None) -> dict[str, set[str]]:
-    """The subcommands to build for ``args``, with the arguments each leaves out: the one ``args`` starts
-    with alone, since each parser resolves every signature anew (0.03 s a command on 2 cores); all of them
-    (Lightning's and the optional parts') for ``python -m app --help`` or a misspelt command."""
+    """The subcommands to build for ``args``, with what each leaves out: the one named first alone (each
+    parser resolves every signature anew), all for ``python -m app --help`` or a misspelt one."""
     parts = {"export": hasattr(Trainer, "export"), "shard": importlib.util.find_spec("data.streaming")}
-    every = {
-        **LightningCLI.subcommands(),
-        **{name: {"model", "datamodule"} for name, present in parts.items() if present},
-    }
+    every = {**LightningCLI.subcommands(), **{n: {"model", "datamodule"} for n, on in parts.items() if on}}
     given = sys.argv[1:] if args is None else args
     return {given[0]: every[given[0]]} if given and given[0] in every else every
 
