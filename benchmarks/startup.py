@@ -41,6 +41,11 @@ def timed(command: list[str], folder: Path, mark: Path | None = None) -> tuple[f
     return (float(mark.read_text()) if mark else end) - start, cpu_seconds() - cpu
 
 
+def first_step(mark: Path) -> str:
+    """The flag of the callback that writes the first step's time to ``mark`` and stops the fit."""
+    return "--trainer.callbacks+=" + json.dumps({"class_path": FIRST_STEP, "init_args": {"file": str(mark)}})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--root", default=str(ROOT / "datasets"), help="the preset's data folder")
@@ -53,28 +58,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for r in range(args.rounds):
-            marks = [folder / f"step{r}", folder / f"bare{r}"]
-            fit = [
-                [
-                    *[
-                        python,
-                        "-m",
-                        "app",
-                        "fit",
-                        f"--config={ROOT / args.config}",
-                        f"--data.root={args.root}",
-                    ],
-                    *["--trainer.enable_progress_bar=false", "--test_after_fit=false"],
-                    "--trainer.callbacks+="
-                    + json.dumps({"class_path": FIRST_STEP, "init_args": {"file": str(m)}}),
-                ]
-                for m in marks
-            ]
+            step, bare = folder / f"step{r}", folder / f"bare{r}"
+            fit = [python, "-m", "app", "fit", f"--config={ROOT / args.config}", f"--data.root={args.root}"]
+            fit += ["--trainer.enable_progress_bar=false", "--test_after_fit=false"]
             commands = {
                 "import torch, lightning": ([python, "-c", "import torch, lightning"], None),
                 "app fit --help": ([python, "-m", "app", "fit", "--help"], None),
-                "app fit, first step": (fit[0], marks[0]),
-                "the same, no logger": ([*fit[1], "--trainer.logger=false"], marks[1]),
+                "app fit, first step": ([*fit, first_step(step)], step),
+                "the same, no logger": ([*fit, first_step(bare), "--trainer.logger=false"], bare),
             }
             order = list(commands) if r % 2 == 0 else list(commands)[::-1]
             for name in order:
