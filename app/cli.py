@@ -17,7 +17,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 import models
 from app import process
 from app.callbacks.last_checkpoint import LastCheckpoint
-from app.callbacks.nan_stop import StopOnNonFiniteLoss
+from app.callbacks.nan_stop import StopOnNonFiniteWeights
 from app.distributed.preemption import stopped
 from app.errors import LOADERS, USER_ERRORS, UsageError, fail, in_collective, raised_in
 from app.parser import Parser, one_line
@@ -68,7 +68,7 @@ class CLI(LightningCLI):
         # Always on, whatever trainer.callbacks lists: what checkpoints and resumes rely on.
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.add_lightning_class_args(LastCheckpoint, "last_checkpoint")
-        parser.add_lightning_class_args(StopOnNonFiniteLoss, "nan_stop")
+        parser.add_lightning_class_args(StopOnNonFiniteWeights, "nan_stop")
         parser.add_argument(
             "--name",
             type=str | None,

@@ -21,8 +21,8 @@ class Trainer(lightning.Trainer):
     fails mid-run, or trains wrongly). A flag that turns a feature off drops the callbacks providing it.
 
     Args:
-        collective_timeout: seconds a rank waits for the others in a collective, from the first
-            training step on (the ``DistributedJob`` callback; until then: Lightning's 1800).
+        collective_timeout: seconds a rank waits for the others in a collective, once training
+            starts (the ``DistributedJob`` callback; until then: Lightning's 1800).
         sync_batchnorm: BatchNorm over the global batch; on CPU (gloo) too, unlike Lightning's.
         accumulate_grad_batches: batches whose gradients add up before each optimizer step (>= 1).
         check_val_every_n_epoch: validate every N training epochs (>= 1); None: only by

@@ -23,7 +23,7 @@ from data.batch_transforms import (
     standardization,
     standardize,
 )
-from data.resident import BatchTransform
+from data.resident import BatchTransform, standardized
 
 # A transform of a uint8 batch (N, C, H, W) drawing from a generator.
 BatchStep = Callable[[Tensor, torch.Generator], Tensor]
@@ -96,6 +96,8 @@ def resident_transform(transforms: Sequence[Callable], mean: Tensor, std: Tensor
             "the flips, RandomCrop and RandomResizedCrop run on whole batches"
         )
     scale, shift = standardization(mean, std)
+    if crop is None and not rest:
+        return standardized(scale, shift)
 
     def transform(images: Tensor, batch: Tensor, generator: torch.Generator) -> Tensor:
         if crop is None:

@@ -50,9 +50,7 @@ class ResidentLoader:
         self.epoch, self.served, self.resume_at = s.epoch, start, 0
         order = torch.tensor(list(s), device=device)
         draws = getattr(self.transform, "draws", True)  # a transform without randomness needs no generator
-        for i, batch in enumerate(order.split(self.batch_size)):
-            if i < start:
-                continue
+        for i, batch in enumerate(order.split(self.batch_size)[start:], start):
             # Seeded by (seed, epoch, rank, batch): a batch's augmentation is the same when it is run
             # again, also after a resume that skips the batches before it.
             seed = hash((s.seed, s.epoch, s.rank, i)) & (2**63 - 1)
@@ -68,3 +66,14 @@ class ResidentLoader:
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Make the next pass over ``state``'s epoch start at its first untrained batch."""
         self.epoch, self.resume_at = state["epoch"], state["trained"]
+
+
+def standardized(scale: Tensor, shift: Tensor) -> BatchTransform:
+    """The batch's images as normalized floats, ``x * scale + shift``: the transform of a split
+    without augmentation (see :func:`data.batch_transforms.standardization`)."""
+
+    def transform(images: Tensor, batch: Tensor, generator: torch.Generator | None) -> Tensor:
+        return images[batch].to(torch.float32).mul_(scale).add_(shift)  # a copy: indexing makes one
+
+    transform.draws = False
+    return transform

@@ -54,6 +54,14 @@ class TorchvisionDataModule(VisionDataModule):
         super().__init__(root, batch_size, num_workers, val_size, seed, sampler, folds=folds, fold=fold)
         self.download = download
         self.loader = loader
+        # The resident loader runs augmentation() on whole batches, never these per-image transforms.
+        own = [name for name in ("train_transform", "eval_transform") if overrides(type(self), name)]
+        if loader == "resident" and own:
+            raise DataError(
+                f"{type(self).__name__} overrides {' and '.join(f'{n}()' for n in own)}, which the resident "
+                "loader does not run: declare the training augmentation in augmentation() (v2 transforms of "
+                "a uint8 image), or pass --data.loader torch"
+            )
 
     @property
     def data_dir(self) -> Path:
@@ -133,3 +141,8 @@ def damaged(path: Path, why: str, fix: str = "") -> str:
 
 def _last_line(err: BaseException) -> str:
     return (str(err).strip().splitlines() or [type(err).__name__])[-1]
+
+
+def overrides(cls: type, name: str) -> bool:
+    """Whether ``cls`` defines its own ``name``, not :class:`VisionDataModule`'s."""
+    return getattr(cls, name) is not getattr(VisionDataModule, name)

@@ -300,26 +300,17 @@ class VisionDataModule(LightningDataModule):
             loader.sampler.set_epoch(epoch)
             if "train_loader" in self.resume_state:
                 loader.load_state_dict(self.resume_state["train_loader"])
-            self.trained = (epoch, self.resume_state.get("trained", 0))
         self.train_loader, self.resume_state = loader, None
         return loader
-
-    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """Count the batches trained on in this epoch (Lightning calls this for each, not ahead)."""
-        loader = getattr(self, "train_loader", None)
-        if loader is not None and self.trainer is not None and self.trainer.training:
-            epoch, trained = getattr(self, "trained", (None, 0))
-            self.trained = (loader.sampler.epoch, trained + 1 if epoch == loader.sampler.epoch else 1)
-        return batch
 
     def state_dict(self) -> dict:
         """The train loader's place in its epoch, and the epoch, saved in checkpoints."""
         loader = getattr(self, "train_loader", None)
-        if loader is None:
+        if loader is None or self.trainer is None:
             return {}
-        epoch, trained = getattr(self, "trained", (None, 0))
-        trained = trained if epoch == loader.sampler.epoch else 0
-        if self.trainer is not None and trained >= self.trainer.num_training_batches:
+        # The batches of this epoch trained on, as Lightning's own loop counts them.
+        trained = self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
+        if trained >= self.trainer.num_training_batches:
             # Saved after the epoch's last batch: Lightning resumes at the next epoch, whose loader starts
             # afresh (the loader's own state would give it no batch at all).
             return {"epoch": loader.sampler.epoch + 1}

@@ -1,7 +1,7 @@
 """The networks (``nets/``) and the one LightningModule that trains them (``image_classifier.py``)."""
 
 from models.errors import ModelError
-from models.image_classifier import ImageClassifier, is_log_step
+from models.image_classifier import ImageClassifier
 from models.nets import Backbone, CifarCNN, FastCNN, MnistCNN, Net, ResNet
 
 __all__ = [
@@ -13,5 +13,4 @@ __all__ = [
     "ModelError",
     "Net",
     "ResNet",
-    "is_log_step",
 ]

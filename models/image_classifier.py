@@ -5,7 +5,7 @@ from typing import Literal
 
 import torch
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveFloat
-from lightning import LightningModule, Trainer
+from lightning import LightningModule
 from lightning.pytorch.cli import OptimizerCallable
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
@@ -19,7 +19,6 @@ from models import init_from as weights_file
 from models import optimization
 from models.errors import ModelError
 from models.freezing import Freezing
-from models.log_step_read import LogStepRead
 from models.metrics import macro_metrics
 from models.nets.net import Net
 from models.schedules import RightOpenUnitInterval, SchedulerCallable
@@ -29,13 +28,6 @@ OPTIMIZER_LAYOUT = ("freeze", "norm_weight_decay")
 
 # The example MNIST script's optimizer, as configs/defaults.yaml spells it out for the CLI.
 DEFAULT_OPTIMIZER = functools.partial(torch.optim.SGD, lr=0.01, momentum=0.9, weight_decay=5e-3)
-
-
-def is_log_step(trainer: Trainer, every: int | None = None) -> bool:
-    """Whether the optimizer step about to run is one of every ``every`` (default: Lightning's
-    ``log_every_n_steps``, the steps whose metrics it sends to the loggers)."""
-    every = trainer.log_every_n_steps if every is None else every
-    return bool(every) and (trainer.global_step + 1) % every == 0
 
 
 def _as_list(value: object) -> list:
@@ -154,49 +146,25 @@ class ImageClassifier(LightningModule):
         ]
         self.mix = v2.RandomChoice(mixes) if len(mixes) > 1 else mixes[0] if mixes else None
         self.resumed_plan: dict[str, int] | None = None  # the lr schedule a resumed run had planned
-        self.unlogged_loss: Tensor | None = None  # an epoch's last loss, when not logged at its step
-        # What logging steps read on the host (the loss; callbacks such as the NaN stop add theirs).
-        self.log_step_read = LogStepRead()
         # What the network was trained on (classes, input size, normalization), kept in checkpoints.
         self.data_card: dict | None = None
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.net(x.contiguous(memory_format=self.memory_format))
+        x = x.contiguous(memory_format=self.memory_format)
+        return self.graphed(x) if self.graphed is not None and self.training else self.net(x)
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y = batch
         if self.mix is not None:
             x, y = self.mix(x, y)  # y: each image's share of each class
-        logits = (
-            self(x) if self.graphed is None else self.graphed(x.contiguous(memory_format=self.memory_format))
-        )
+        logits = self(x)
         loss = nn.functional.cross_entropy(
             logits, y, weight=self.class_weight, label_smoothing=self.hparams.label_smoothing
         )
-        if is_log_step(self.trainer):
-            self.log_step_read.want(loss, self._log_loss)  # read after the optimizer step
-        elif batch_idx + 1 == self.trainer.num_training_batches:
-            self.unlogged_loss = loss.detach()  # see on_train_epoch_end
+        self.log(
+            "train/loss", loss
+        )  # not prog_bar=True, which Lightning reads every step: the bar shows train/*
         return loss
-
-    def optimizer_step(self, *args, **kwargs) -> None:
-        super().optimizer_step(*args, **kwargs)
-        # Once the step's work is queued: a logging step's one wait for the device, none between them.
-        self.log_step_read.read()
-
-    def _log_loss(self, values: list[float]) -> None:
-        # A host tensor: the loggers and the progress bar read it without waiting for the device. Not
-        # prog_bar=True: Lightning would then read it at every step after this one.
-        self.log("train/loss", torch.tensor(values[0]))
-
-    def on_train_epoch_end(self) -> None:
-        # ``self.log`` costs about half a millisecond of CPU per call, so train/loss is logged at the
-        # steps Lightning sends to the loggers only; an epoch shorter than that interval sends its last
-        # loss at its end, so that every logger gets it at least once per epoch (averaged over the
-        # ranks: one all-reduce an epoch, and Lightning asks for it at epoch level).
-        if self.unlogged_loss is not None:
-            self.log("train/loss", self.unlogged_loss, sync_dist=True)
-            self.unlogged_loss = None
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> dict[str, Tensor]:
         return self._evaluate(batch, "val", self.val_loss, self.val_acc, self.val_scores)

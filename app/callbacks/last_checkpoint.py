@@ -12,7 +12,7 @@ from jsonargparse.typing import NonNegativeInt
 from lightning import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from app.distributed.preemption import any_rank, stop
+from app.distributed.preemption import Agreement, stop
 from app.runs.checkpoints import last_of
 
 RNG_KEY = "rng_states"
@@ -40,6 +40,7 @@ class LastCheckpoint(Callback):
         self.pending_rng: dict[str, Any] | None = None
         self.handlers_before: dict[int, Any] = {}  # of SIGINT and SIGTERM, while training
         self.ctrl_c = self.sigterm = False
+        self.agreement: Agreement | None = None  # with the other ranks, when there are any
 
     def save(self, trainer: Trainer) -> None:
         if trainer.sanity_checking or trainer.fast_dev_run or trainer.global_step == self.saved_at:
@@ -54,19 +55,21 @@ class LastCheckpoint(Callback):
             # Left to the epoch's end: Lightning resumes a checkpoint of an epoch's last batch into an epoch
             # it does not count, and a second resume trains it again (pytorch-lightning issue 19815).
             return
-        if self.every_n_steps > 0 and trainer.global_step % self.every_n_steps == 0:
+        if self.every_n_steps and trainer.global_step % self.every_n_steps == 0:
             self.save(trainer)
-        self._stop_if_asked(trainer)
+        if self.sigterm if self.agreement is None else self.agreement.poll(self.sigterm):
+            self._stop(trainer)
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self.save(trainer)
-        self._stop_if_asked(trainer)
+        # This step's flags too: no rank's signal is left for an epoch that may not come.
+        if self.sigterm if self.agreement is None else self.agreement.poll(self.sigterm, now=True):
+            self._stop(trainer)
 
-    def _stop_if_asked(self, trainer: Trainer) -> None:
+    def _stop(self, trainer: Trainer) -> None:
         # Saved here, not in on_exception: a rank that ddp_spawn started gets no on_exception.
-        if any_rank(trainer, self.sigterm):
-            self.save(trainer)
-            stop()
+        self.save(trainer)
+        stop()
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
         self._restore_handlers()
@@ -91,6 +94,8 @@ class LastCheckpoint(Callback):
             restore_rng_states(self.pending_rng)
             self.pending_rng = None
         self.ctrl_c = self.sigterm = False
+        if trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
+            self.agreement = Agreement()
         if threading.current_thread() is threading.main_thread():
             # Lightning's own SIGTERM handler acts on rank 0's signal only; its Ctrl-C handling stops
             # each rank where it is. Here both are noted, and the ranks agree at each step end.
@@ -99,6 +104,9 @@ class LastCheckpoint(Callback):
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._restore_handlers()
+        if self.agreement is not None:
+            self.agreement.finish()
+            self.agreement = None
 
     def _restore_handlers(self) -> None:
         for signum, handler in self.handlers_before.items():

@@ -1,8 +1,8 @@
 """Lightning's Rich progress bar, redrawn every ``refresh_rate`` steps, with images per second."""
 
-from collections.abc import Sequence
 from typing import Any
 
+import torch
 from lightning import LightningModule, Trainer
 from lightning.pytorch.callbacks import RichProgressBar
 from lightning.pytorch.callbacks.progress.rich_progress import ProcessingSpeedColumn
@@ -26,32 +26,28 @@ class ImagesPerSecond(ProgressColumn):
 
 
 class ThrottledRichProgressBar(RichProgressBar):
-    """A :class:`RichProgressBar` that redraws every ``refresh_rate`` steps, reads the metrics it
-    shows at the steps Lightning logs only, and shows images/s.
+    """A :class:`RichProgressBar` that redraws every ``refresh_rate`` steps, shows every training value
+    logged under ``prefix`` (``self.log("train/acc", acc)``) as the last logging step read it, and
+    shows images/s.
 
-    Lightning's bar reads them at every step (Lightning-AI/pytorch-lightning issue 20300), as it
-    reads every value logged with ``prog_bar=True``: each read of a logged tensor waits for the GPU.
-    ``metrics`` are logged without it and read here when they were just logged (the template's loss
-    is then a host value already); a redraw shows them as last read.
+    Lightning reads each value logged with ``prog_bar=True`` at every step (Lightning-AI/
+    pytorch-lightning issue 20300): on a GPU, each read waits for the device. The values shown here
+    need no ``prog_bar=True``: they are read at the steps Lightning logs, all in one copy.
 
     Args:
         refresh_rate: steps between redraws.
-        metrics: logged training values shown, as last logged.
+        prefix: the logged training values shown start with it.
         **kwargs: the rest of :class:`RichProgressBar`'s arguments.
     """
 
-    def __init__(
-        self, refresh_rate: int = 100, metrics: Sequence[str] = ("train/loss",), **kwargs: Any
-    ) -> None:
+    def __init__(self, refresh_rate: int = 100, prefix: str = "train/", **kwargs: Any) -> None:
         super().__init__(refresh_rate=refresh_rate, **kwargs)
-        self.metrics = list(metrics)
+        self.prefix = prefix
         self.values: dict[str, float] = {}  # as read at the last logging step
         self.read_at = -1
 
     def get_metrics(self, trainer: Trainer, pl_module: LightningModule) -> dict[str, Any]:
-        shown = super().get_metrics(trainer, pl_module)
-        shown.update({key: value for key, value in self.values.items() if key not in shown})
-        return shown
+        return {**super().get_metrics(trainer, pl_module), **self.values}
 
     def configure_columns(self, trainer: Trainer) -> list:
         columns = super().configure_columns(trainer)
@@ -62,11 +58,14 @@ class ThrottledRichProgressBar(RichProgressBar):
         return [speed if isinstance(c, ProcessingSpeedColumn) else c for c in columns]
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx):
-        every, step = trainer.log_every_n_steps, trainer.global_step
-        if every and step % every == 0 and step != self.read_at:  # a step just logged
-            logged = trainer.callback_metrics
-            self.values.update({key: float(logged[key]) for key in self.metrics if key in logged})
-            self.read_at = step
-        done = batch_idx + 1
+        every, step, done = trainer.log_every_n_steps, trainer.global_step, batch_idx + 1
+        if every and step % every == 0 and step != self.read_at:  # a step Lightning logs (and reads)
+            self.values, self.read_at = self.read(trainer), step
         if done % self.refresh_rate == 0 or done == self.total_train_batches:
             super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+    def read(self, trainer: Trainer) -> dict[str, float]:
+        """The logged values under ``prefix``, copied to the host together: one wait for the device."""
+        logged = {k: v for k, v in trainer.callback_metrics.items() if k.startswith(self.prefix)}
+        values = torch.stack([v.detach().float().reshape(()) for v in logged.values()]) if logged else None
+        return dict(zip(logged, values.tolist(), strict=True)) if logged else {}

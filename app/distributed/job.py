@@ -4,7 +4,6 @@ import atexit
 import signal
 import time
 from datetime import timedelta
-from typing import Any
 
 import torch.distributed as dist
 from lightning import Callback, LightningModule, Trainer
@@ -26,8 +25,8 @@ GIL_FREE_DESTROY = (2, 8)
 class DistributedJob(Callback):
     """How the ranks of a job wait for each other, and end.
 
-    - After the first training step a rank waits ``--trainer.collective_timeout`` s for the others;
-      before, the group's own (Lightning's: 1800 s) bounds the start (ranks joining, compilation).
+    - Once training starts (after the sanity check), a rank waits ``--trainer.collective_timeout`` s
+      for the others; before, the group's own (Lightning's: 1800 s) bounds the start (ranks joining).
     - When rank 0 fails (not for a SIGTERM), the ranks Lightning launched are killed: Lightning does so
       only on Ctrl-C, and a rank not in a collective would run on as an orphan.
     - Every rank leaves its process group at exit: Lightning does so for NCCL only, and a gloo group
@@ -35,7 +34,7 @@ class DistributedJob(Callback):
     """
 
     def __init__(self) -> None:
-        self.pending: timedelta | None = None  # the timeout to set after the next training step
+        self.pending: timedelta | None = None  # the timeout to set once training starts
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         # Here, not on import: this runs in every rank, spawned ones too, once the Trainer runs.
@@ -49,9 +48,7 @@ class DistributedJob(Callback):
         if gloo and (needed := versions.needs("torch", GLOO_TIMEOUT)):
             rank_zero_info(f"warning: --trainer.collective_timeout on gloo needs {needed}: {GLOO_WAIT}")
 
-    def on_train_batch_end(
-        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if self.pending is not None:
             set_collective_timeout(self.pending)
             self.pending = None

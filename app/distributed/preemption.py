@@ -2,8 +2,9 @@
 
 Lightning's own handler acts on rank 0's signal only, and broadcasts from inside it, out of step with
 the other ranks' collectives: a SIGTERM to another rank hangs the job. Here each process only notes the
-signal (``LastCheckpoint``); at each step end the ranks agree (one all-reduce) whether any of them got
-one, and then all save ``last.ckpt`` and stop together.
+signal (``LastCheckpoint``); at each step end the ranks agree whether any of them got one, and then all
+save ``last.ckpt`` and stop together. The agreement is a host collective on a gloo group, started at one
+step and read at the next: it never waits for the GPU, and its round trip hides behind a step.
 """
 
 import multiprocessing
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
+import torch.distributed as dist
 from lightning import Trainer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch.multiprocessing import ProcessExitedException
@@ -21,12 +23,36 @@ from torch.multiprocessing import ProcessExitedException
 STATUS = 128 + signal.SIGTERM  # what a shell reports for a process a SIGTERM stopped
 
 
-def any_rank(trainer: Trainer, received: bool) -> bool:
-    """Whether any rank received a SIGTERM; a collective: every rank calls it at the same step."""
-    if trainer.world_size == 1:
-        return received  # no tensor, no read back from the device at each step
-    flag = torch.tensor(float(received), device=trainer.strategy.root_device)
-    return bool(trainer.strategy.reduce(flag, reduce_op="sum") > 0)
+class Agreement:
+    """Whether any rank received a SIGTERM, agreed on by every rank at the same step.
+
+    :meth:`poll` is a collective: every rank calls it at each step end. It starts an all-reduce of
+    this step's flag and returns the previous step's result: a stop lands one step after the signal.
+    """
+
+    def __init__(self) -> None:
+        # Host tensors on a gloo group of their own: no device sync, and out of the way of the gradients'.
+        self.group = dist.new_group(backend="gloo")
+        self.flag, self.work = torch.zeros(1), None
+
+    def poll(self, received: bool, now: bool = False) -> bool:
+        """Whether any rank had received one by the previous step (by this one, with ``now``: the
+        epoch's end, where no next step may come); starts this step's agreement."""
+        asked = self._result()
+        self.flag.fill_(float(received))
+        self.work = dist.all_reduce(self.flag, group=self.group, async_op=True)
+        return asked or (now and self._result())
+
+    def _result(self) -> bool:
+        if self.work is None:
+            return False
+        self.work.wait()
+        self.work = None
+        return self.flag.item() > 0
+
+    def finish(self) -> None:
+        """Wait for the agreement in flight (every rank started it), so that none is left pending."""
+        self._result()
 
 
 def stop() -> None:

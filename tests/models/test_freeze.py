@@ -25,7 +25,7 @@ from models.freezing import frozen_names
 FREEZE = ["--model.net=FastCNN", "--model.freeze=features", "--model.unfreeze_at_epoch=1"]
 TWO_EPOCHS = ["--trainer.max_epochs=2", "--test_after_fit=false", "--trainer.limit_val_batches=1"]
 # Without the default callbacks (pictures, plots): what is tested here needs none of them.
-BARE = "--trainer.callbacks=[]"
+BARE = "--trainer.callbacks=[app.callbacks.epoch_values.LogEachEpoch]"  # none of the others
 
 
 def split(weights: dict[str, torch.Tensor]) -> tuple[dict, dict]:

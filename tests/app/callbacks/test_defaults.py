@@ -35,7 +35,7 @@ def test_print_config_lists_every_callback_and_plugin_the_trainer_runs(mnist_roo
     forced = {
         "lightning.pytorch.callbacks.model_checkpoint.ModelCheckpoint",
         "app.callbacks.last_checkpoint.LastCheckpoint",
-        "app.callbacks.nan_stop.StopOnNonFiniteLoss",
+        "app.callbacks.nan_stop.StopOnNonFiniteWeights",
         "app.runs.config.RunConfig",  # RUN/config.yaml itself
         # trainer.enable_model_summary's: Lightning's Rich one, as the progress bar is Rich.
         "lightning.pytorch.callbacks.rich_model_summary.RichModelSummary",
@@ -70,7 +70,7 @@ def test_the_nan_stop_holds_whatever_the_users_list(mnist_root, tmp_path):
     args = [*TWO_EPOCHS, f"--data.root={mnist_root}", "--last_checkpoint.every_n_steps=2"]
     result = run_app("fit", *args, f"--trainer.callbacks={json.dumps(nan)}", cwd=tmp_path)
     assert result.returncode == 1
-    assert "error: the training loss is nan at step 4" in result.stderr
+    assert "error: the weights are not finite at step 4 (finite at step 2)" in result.stderr
     last = run_folder(tmp_path) / "checkpoints" / "last.ckpt"
     assert torch.load(last, weights_only=True)["global_step"] == 2
 

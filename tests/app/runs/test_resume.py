@@ -150,15 +150,15 @@ def test_runs_get_their_own_folders_and_last_means_the_newest(mnist_root, tmp_pa
     assert "resuming from runs/MNIST-MnistCNN/version_1/checkpoints/" in resumed.stderr
 
 
-def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_checkpoint(mnist_root, tmp_path):
+def test_nan_weights_stop_at_the_epoch_end_and_keep_the_last_good_checkpoint(mnist_root, tmp_path):
     result = run_app(
         "fit", *TWO_EPOCHS, f"--data.root={mnist_root}", callback("helpers.stops.NanAt", step=7), cwd=tmp_path
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     last = run_folder(tmp_path) / "checkpoints" / "last.ckpt"
     assert result.stderr.strip().splitlines()[-1] == (
-        "error: the training loss is nan at step 8; "
-        f"the last good checkpoint is {last.relative_to(tmp_path)}; "
+        "error: the weights are not finite at step 8 (finite at step 6): the training loss went NaN or "
+        f"infinite in between; the last good checkpoint is {last.relative_to(tmp_path)}; "
         "lower --model.optimizer.lr (or check the data) and resume with --ckpt_path last"
     )
     saved = torch.load(last, weights_only=True)
@@ -166,12 +166,13 @@ def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_checkpoint(mnist_r
     assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
 
 
-def test_nan_loss_between_log_steps_is_caught_before_the_next_checkpoint(mnist_root, tmp_path):
-    """The loss is read every 50 steps only, but no checkpoint is written after a bad step."""
+def test_nan_weights_are_caught_before_the_next_checkpoint(mnist_root, tmp_path):
+    """The weights are checked when a checkpoint is saved, not at every step: none holds a bad step."""
     args = [*TWO_EPOCHS, "--trainer.log_every_n_steps=50", f"--data.root={mnist_root}"]
     result = run_app("fit", *args, callback("helpers.stops.NanAt", step=3), cwd=tmp_path)
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith("error: the training loss is nan at step 4; ")
+    error = "error: the weights are not finite at step 6 (finite at step 3): "
+    assert result.stderr.strip().splitlines()[-1].startswith(error)
     saved = torch.load(run_folder(tmp_path) / "checkpoints" / "last.ckpt", weights_only=True)
     assert saved["global_step"] == 3  # the save at step 6 was refused
     assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
@@ -179,13 +180,13 @@ def test_nan_loss_between_log_steps_is_caught_before_the_next_checkpoint(mnist_r
 
 @pytest.mark.full
 @pytest.mark.distributed
-def test_nan_loss_on_one_rank_stops_every_rank_at_its_step(mnist_root, tmp_path):
+def test_nan_weights_on_one_rank_stop_every_rank_at_the_same_step(mnist_root, tmp_path):
     ddp = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
     args = [*TWO_EPOCHS, *ddp, "--data.batch_size=32", f"--data.root={mnist_root}"]
     result = run_process("fit", *args, callback("helpers.stops.NanAt", step=3, rank=1), cwd=tmp_path)
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    # Rank 0's own loss turns NaN one step later, through the averaged gradients.
-    assert "error: the training loss is not finite on another rank at step 4; " in result.stderr
+    # Rank 1's weight alone is spoiled: the ranks agree at the next save.
+    assert "error: the weights are not finite at step 6 (finite at step 3): " in result.stderr
     saved = torch.load(run_folder(tmp_path) / "checkpoints" / "last.ckpt", weights_only=True)
     assert saved["global_step"] == 3
     assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
