@@ -1,7 +1,7 @@
 """The command line: LightningCLI over ``models`` and ``data``, one run folder per run, one-line errors."""
 
+import difflib
 import importlib.util
-import os
 import shlex
 import signal
 import sys
@@ -163,6 +163,7 @@ class CLI(LightningCLI):
         try:
             trainer = super().instantiate_trainer(**kwargs)
             # Checked by Lightning only at launch, after a traceback-prone start: check it now.
+            trainer.run_folder = str(self.run.folder)
             environment = getattr(trainer.strategy, "cluster_environment", None)
             if environment is not None:
                 environment.validate_settings(trainer.num_devices, trainer.num_nodes)
@@ -250,10 +251,14 @@ class CLI(LightningCLI):
 def main(args: list[str] | None = None) -> None:
     """Run the CLI; problems the user can fix end in one ``error:`` line and exit status 1."""
     given = sys.argv[1:] if args is None else args
-    if given and given[0].isidentifier() and (Path(__file__).parent / given[0] / "command.py").is_file():
+    if given and given[0] in programs():
         # An optional part that is a program of its own, not a Trainer method (app/tune: python -m app tune).
         importlib.import_module(f"app.{given[0]}.command").main(given[1:])
         return
+    known = [*commands_for([]), *programs()]
+    if given and not given[0].startswith("-") and given[0] not in known:
+        close = difflib.get_close_matches(given[0], known, n=1)
+        fail(f"{given[0]!r} is not a command: {', '.join(known)}" + (f"; close: {close[0]}" if close else ""))
     process.prepare()
     try:
         build(CLI, args)
@@ -290,6 +295,9 @@ def build(cli: type[CLI], args: list[str] | None) -> CLI:
     """``cli`` (``CLI`` or a subclass) made as ``python -m app`` makes it: it parses ``args`` and runs."""
     # No dump header: config.yaml starts with the config itself.
     defaults = {"default_config_files": [str(DEFAULTS)], "dump_header": None}
+    # The parts that are programs of their own are commands too: `python -m app --help` lists them.
+    others = [f"{name}, {summary} (python -m app {name} --help)" for name, summary in programs().items()]
+    epilog = f"Other commands: {'; '.join(others)}." if others else None
     return cli(
         models.ImageClassifier,
         LightningDataModule,
@@ -297,11 +305,27 @@ def build(cli: type[CLI], args: list[str] | None) -> CLI:
         parser_class=Parser,
         subclass_mode_data=True,
         auto_configure_optimizers=False,
-        parser_kwargs={"dump_header": None, **{command: defaults for command in commands_for(args)}},
+        parser_kwargs={
+            "dump_header": None,
+            "epilog": epilog,
+            **{command: defaults for command in commands_for(args)},
+        },
         save_config_callback=RunConfig,
         save_config_kwargs={"overwrite": True},
         args=args,
     )
+
+
+def programs() -> dict[str, str]:
+    """The optional parts of ``app/`` that are commands of their own (``app/NAME/command.py``), each
+    with the first line of its docstring, read without importing it."""
+    found = {}
+    for command in sorted(Path(__file__).parent.glob("*/command.py")):
+        text = command.read_text()
+        doc = text.split('"""', 2)[1] if text.startswith('"""') else ""
+        first = doc.strip().splitlines()[0] if doc.strip() else ""
+        found[command.parent.name] = first.split(": ", 1)[-1].rstrip(".")
+    return found
 
 
 def commands_for(args: list[str] | None) -> dict[str, set[str]]:
@@ -323,7 +347,7 @@ def check_logged(model: object, key: str | None, flag: str) -> None:
 def resume_with(args: list[str]) -> str:
     """``resume with: COMMAND (from LAST.CKPT)`` for a failed ``python -m app ARGS``."""
     resume = shlex.join(["python", "-m", "app", *without_ckpt_path(args), "--ckpt_path", "last"])
-    run = os.environ.get(folder.RUN_DIR_ENV)  # the run this process worked in, once it picked one
+    run = folder.current()
     last = last_of(run) if run else None
     since = f"from {last}" if last and last.is_file() else "from the start: nothing was saved yet"
     return f"resume with: {resume} ({since})"

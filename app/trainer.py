@@ -9,6 +9,7 @@ from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import ModelCheckpoint, ModelSummary, ProgressBar
 from lightning.pytorch.plugins.layer_sync import LayerSync
+from lightning.pytorch.utilities import rank_zero_info
 
 from app.callbacks.last_checkpoint import LastCheckpoint
 from app.distributed.preemption import forwarded_to_ranks
@@ -18,7 +19,8 @@ class Trainer(lightning.Trainer):
     """Lightning's Trainer, plus ``collective_timeout``, SyncBatchNorm on CPU and ``export`` (app/export/).
 
     Some of Lightning's arguments are restated with the range the parser checks (outside it Lightning
-    fails mid-run, or trains wrongly). A flag that turns a feature off drops the callbacks providing it.
+    fails mid-run, or trains wrongly). A flag that turns a feature off drops the callbacks providing it,
+    in one line.
 
     Args:
         collective_timeout: seconds a rank waits for the others in a collective, once training
@@ -50,17 +52,26 @@ class Trainer(lightning.Trainer):
                 "--trainer.val_check_interval must be a number of batches >= 1 "
                 f"or a fraction of the epoch in [0.0, 1.0], got {interval}"
             )
-        off = [ProgressBar] if kwargs.get("enable_progress_bar") is False else []
-        off += [ModelSummary] if kwargs.get("enable_model_summary") is False else []
-        off += [ModelCheckpoint, LastCheckpoint] if kwargs.get("enable_checkpointing") is False else []
-        if off and "callbacks" in kwargs:
-            kwargs["callbacks"] = [c for c in _as_list(kwargs["callbacks"]) if not isinstance(c, tuple(off))]
+        # A flag that turns a feature off takes the callbacks providing it out of the list (Lightning
+        # would refuse the two together), and says so.
+        flags = {"enable_progress_bar": (ProgressBar,), "enable_model_summary": (ModelSummary,)}
+        flags["enable_checkpointing"] = (ModelCheckpoint, LastCheckpoint)
+        callbacks = _as_list(kwargs.get("callbacks"))
+        for flag, kinds in flags.items():
+            dropped = [c for c in callbacks if kwargs.get(flag) is False and isinstance(c, kinds)]
+            if dropped:
+                names = ", ".join(type(c).__name__ for c in dropped)
+                rank_zero_info(f"--trainer.{flag} false: {names} left out of the callbacks")
+                callbacks = [c for c in callbacks if c not in dropped]
+        if "callbacks" in kwargs:
+            kwargs["callbacks"] = callbacks
         plugins = [*_as_list(kwargs.get("plugins"))]
         if sync_batchnorm:
             # Lightning's layer sync is torch's SyncBatchNorm, refusing CPU tensors; an optional part.
             plugins.append(importlib.import_module("app.sync_batchnorm").SyncBatchNormPlugin())
             kwargs["plugins"] = plugins
         self.collective_timeout, self.sync_batchnorm = collective_timeout, sync_batchnorm
+        self.run_folder: str | None = None  # ROOT/NAME/version_N, where this run writes (set by the CLI)
         super().__init__(
             *args,
             sync_batchnorm=sync_batchnorm,

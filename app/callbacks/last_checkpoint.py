@@ -14,6 +14,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from app.distributed.preemption import Agreement, stop
 from app.runs.checkpoints import last_of
+from app.runs.folder import run_folder
 
 RNG_KEY = "rng_states"
 
@@ -45,7 +46,7 @@ class LastCheckpoint(Callback):
     def save(self, trainer: Trainer) -> None:
         if trainer.sanity_checking or trainer.fast_dev_run or trainer.global_step == self.saved_at:
             return
-        trainer.save_checkpoint(last_of(trainer.default_root_dir), weights_only=False)
+        trainer.save_checkpoint(last_of(run_folder(trainer)), weights_only=False)
         self.saved_at = trainer.global_step
 
     def on_train_batch_end(

@@ -7,6 +7,7 @@ from lightning import Callback, LightningModule, Trainer
 
 from app.errors import UsageError
 from app.runs.checkpoints import last_of
+from app.runs.folder import run_folder
 
 
 class StopOnNonFiniteWeights(Callback):
@@ -44,7 +45,7 @@ class StopOnNonFiniteWeights(Callback):
         if not bad.item():
             self.checked_at = trainer.global_step
             return
-        f = last_of(trainer.default_root_dir)
+        f = last_of(run_folder(trainer))
         kept = f"the last good checkpoint is {f}" if f.is_file() else "no checkpoint was saved before it"
         raise UsageError(
             f"the weights are not finite at step {trainer.global_step} (finite at step {self.checked_at}): "

@@ -11,6 +11,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
 from app.runs import folder
+from app.runs.folder import run_folder
 from data.contract import provided
 
 FILE_NAME = "predictions.csv"
@@ -58,7 +59,7 @@ class PredictionsWriter(BasePredictionWriter):
         if trainer.is_global_zero:
             # The checkpoint's class names: those the network learnt, even where the data is gone.
             names = (getattr(pl_module, "data_card", None) or {}).get("class_names")
-            path = write(Path(trainer.default_root_dir) / FILE_NAME, sorted(rows), trainer.datamodule, names)
+            path = write(run_folder(trainer) / FILE_NAME, sorted(rows), trainer.datamodule, names)
             rank_zero_info(f"done: {len(rows)} predictions in {path}")
 
 

@@ -10,6 +10,7 @@ from lightning import LightningDataModule, LightningModule, Trainer
 
 from app.export.files import check_exporter, default_output, input_sample, write
 from app.runs import folder
+from app.runs.folder import run_folder
 from data.contract import provided
 
 
@@ -44,7 +45,7 @@ def export(
         The path written.
     """
     check_exporter(format)
-    default = default_output(Path(trainer.default_root_dir), format)
+    default = default_output(run_folder(trainer), format)
     path = Path(output) if output else folder.unused(default)
     if ckpt_path is not None:
         checkpoint = trainer.strategy.load_checkpoint(ckpt_path, weights_only=weights_only)

@@ -11,6 +11,7 @@ from torch import Tensor
 from torchmetrics.classification import MulticlassStatScores
 
 from app.runs import folder
+from app.runs.folder import run_folder
 from data.contract import provided
 from models.metrics import per_class
 
@@ -22,7 +23,7 @@ class PerClassTable(Callback):
     """Support, precision, recall and F1 of each class, over the test samples of all ranks.
 
     When a test ends (``test``, and fit's final test), rank 0 prints the table, writes it to
-    ``test-per-class.csv`` in ``trainer.default_root_dir`` (a later test of the same run writes
+    ``test-per-class.csv`` in the run folder (a later test of the same run writes
     ``test-per-class-2.csv``, ...: none replaces another's) and logs it to W&B as the table
     ``test/per_class`` when a W&B logger runs. The model's ``test_step`` returns
     ``{"preds": class indices}``; class names are the checkpoint's, else the DataModule's.
@@ -75,7 +76,7 @@ class PerClassTable(Callback):
         written = [
             [k, name, support, *(f"{ratio:.6f}" for ratio in ratios)] for k, name, support, *ratios in rows
         ]
-        path = folder.write_csv(Path(trainer.default_root_dir) / FILE_NAME, COLUMNS, written)
+        path = folder.write_csv(run_folder(trainer) / FILE_NAME, COLUMNS, written)
         rank_zero_info(describe(rows, path, self.print_rows))
         data = [list(row) for row in rows]
         for logger in trainer.loggers:

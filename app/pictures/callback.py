@@ -16,6 +16,7 @@ from torch import Tensor
 from torchmetrics.classification import MulticlassConfusionMatrix
 
 from app.pictures.drawing import CURVES, Sketch, curves_figure, draw, grid_picture, matrix_picture
+from app.runs.folder import run_folder
 from data.contract import provided
 
 
@@ -26,7 +27,7 @@ class ValidationPictures(Callback):
     ``val/samples``, the first validation images titled with predicted and true class (wrong ones
     in red), and ``val/confusion_matrix``, over the whole validation set of all ranks. When fit ends
     it writes ``curves.png`` (loss and accuracy per epoch) and ``confusion_matrix.png`` into
-    ``FOLDER`` under ``trainer.default_root_dir``.
+    ``FOLDER`` in the run folder.
 
     Training does not wait for the drawing: a thread of rank 0 draws the PNG files (PIL, tens of
     milliseconds) while the next epoch trains, and they go to the loggers once drawn. The end of a
@@ -38,7 +39,7 @@ class ValidationPictures(Callback):
 
     Args:
         samples: images in the grid, from rank 0's first validation batch; 0 for none.
-        folder: subfolder of ``trainer.default_root_dir`` for the PNG files.
+        folder: subfolder of the run folder for the PNG files.
     """
 
     def __init__(self, samples: int = 32, folder: str = "plots") -> None:
@@ -140,7 +141,7 @@ class ValidationPictures(Callback):
         self._finish(trainer)
         if not trainer.is_global_zero:
             return
-        folder = Path(trainer.default_root_dir) / self.folder
+        folder = run_folder(trainer) / self.folder
         folder.mkdir(parents=True, exist_ok=True)
         if self.history:
             curves_figure(self.history).savefig(folder / "curves.png")

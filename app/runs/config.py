@@ -8,6 +8,7 @@ import yaml
 from lightning import LightningModule, Trainer
 from lightning.pytorch.cli import SaveConfigCallback
 
+from app.runs.folder import run_folder
 from data.files import write_whole
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -35,7 +36,7 @@ class RunConfig(SaveConfigCallback):
         self.given = given or {}
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        if stage != "fit" and (Path(trainer.default_root_dir) / self.config_filename).is_file():
+        if stage != "fit" and (run_folder(trainer) / self.config_filename).is_file():
             return
         self.config = self.config.clone()
         for key, value in self.given.items():
@@ -44,7 +45,7 @@ class RunConfig(SaveConfigCallback):
         self.dumped = self.parser.dump(self.config, skip_none=False) if trainer.is_global_zero else ""
         if self.save_to_log_dir and not self.already_saved:
             # Lightning's own save writes over the file in place: a full disk would leave half of it.
-            path = Path(trainer.log_dir, self.config_filename)  # log_dir is a broadcast: every rank asks
+            path = run_folder(trainer) / self.config_filename
             if trainer.is_global_zero:
                 write_whole(path, self.dumped.encode(), "or pass another --trainer.default_root_dir")
             self.save_to_log_dir = False

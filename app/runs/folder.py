@@ -22,6 +22,7 @@ from typing import IO, Any, NamedTuple
 
 import yaml
 from jsonargparse import Namespace
+from lightning import Trainer
 from lightning.fabric.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
@@ -33,7 +34,8 @@ from data.files import write_whole
 
 log = logging.getLogger(__name__)
 
-# Set by the process that picked the folder, for the ranks Lightning's ddp launcher starts (inherited()).
+# Set by the process that picked the folder for the ranks Lightning's ddp launcher starts, which run the
+# command again in processes of their own (inherited()).
 RUN_DIR_ENV = "APP_RUN_DIR"
 LOCK_FILE = ".lock"
 BASE_ROOT_DIR = Logger.root_dir  # what a logger has that does not nest its files
@@ -90,6 +92,16 @@ def run_of(checkpoint: Path) -> Path | None:
     return None
 
 
+def run_folder(trainer: Trainer) -> Path:
+    """The run folder ``trainer`` writes (``Trainer.run_folder``); a plain Lightning Trainer's own root."""
+    return Path(getattr(trainer, "run_folder", None) or trainer.default_root_dir)
+
+
+def current() -> Path | None:
+    """The run folder this process works in, once it picked one (or inherited it)."""
+    return next(iter(_held), None) or inherited()
+
+
 def inherited() -> Path | None:
     """The folder picked by the launching process, in a rank that Lightning's launcher started."""
     value = os.environ.get(RUN_DIR_ENV)
@@ -113,7 +125,7 @@ class Run(NamedTuple):
 
 def resolve(config) -> Run:
     """Pick the run folder (``fit``: a new one; else the checkpoint's) and ``--ckpt_path last``, lock it,
-    point every output at it."""
+    point the checkpoints and loggers at it (``--trainer.default_root_dir`` stays the root of all runs)."""
     rank_zero = job_rank_zero()
     name = config.get("name") or "-".join(
         (_short(config.data.class_path, "DataModule"), _short(config.model.net.class_path))
@@ -139,12 +151,8 @@ def resolve(config) -> Run:
         lock(run)
         if not created:
             remove_stale_temps(run)
-    given = {
-        "trainer.default_root_dir": config.trainer.default_root_dir,
-        "trainer.logger": copy.deepcopy(config.trainer.get("logger")),
-    }
+    given = {"trainer.logger": copy.deepcopy(config.trainer.get("logger"))}
     os.environ[RUN_DIR_ENV] = str(run)
-    config.trainer.default_root_dir = str(run)
     if "checkpoint" in config:
         given["checkpoint.dirpath"] = config.checkpoint.dirpath
         config.checkpoint.dirpath = str(folder_of(run))
