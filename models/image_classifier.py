@@ -161,9 +161,8 @@ class ImageClassifier(LightningModule):
         loss = nn.functional.cross_entropy(
             logits, y, weight=self.class_weight, label_smoothing=self.hparams.label_smoothing
         )
-        self.log(
-            "train/loss", loss
-        )  # not prog_bar=True, which Lightning reads every step: the bar shows train/*
+        # Not prog_bar=True, whose values Lightning reads every step: the bar shows every train/ value.
+        self.log("train/loss", loss)
         return loss
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> dict[str, Tensor]:

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 import torch
-from helpers.cli import callback, run_app, run_process
+from helpers.cli import callback, check, run_app, run_process
 from helpers.data_files import corrupt_jpeg, write_cifar, write_image_folder, write_mnist, write_photo_folder
 
 from models import MnistCNN
@@ -462,3 +462,16 @@ def test_a_run_config_naming_a_class_that_is_gone_says_where_it_is(trained_here,
     config.write_text(good)
     line = error_line(run_app("test", f"--ckpt_path={ckpt}", "--data.batch_size=0", cwd=tmp_path))
     assert "batch_size" in line and "run config" not in line
+
+
+def test_a_misspelt_command_is_one_line_naming_the_close_one(tmp_path):
+    result = run_app("tun", shrink=False, cwd=tmp_path)
+    assert error_line(result).endswith("; close: tune")
+    assert "tune" in run_app("--help", shrink=False, cwd=tmp_path).stdout  # listed with the others
+
+
+def test_the_resident_loader_refuses_a_per_image_transform_it_would_not_run(mnist_root, tmp_path):
+    data = "--data=helpers.data_modules.OwnTransform"
+    line = error_line(run_app("fit", data, f"--data.root={mnist_root}", cwd=tmp_path))
+    assert "OwnTransform overrides train_transform()" in line and "--data.loader torch" in line
+    check(run_app("fit", data, f"--data.root={mnist_root}", "--data.loader=torch", cwd=tmp_path))

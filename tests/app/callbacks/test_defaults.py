@@ -82,3 +82,13 @@ def test_sigterm_saves_last_ckpt_whatever_the_users_list(mnist_root, tmp_path):
     assert result.returncode == 143, result.stderr[-2000:]
     last = run_folder(tmp_path) / "checkpoints" / "last.ckpt"
     assert torch.load(last, weights_only=True)["global_step"] == 5
+
+
+def test_a_flag_that_turns_a_feature_off_says_which_callbacks_it_leaves_out(mnist_root, tmp_path):
+    result = run_app("fit", f"--data.root={mnist_root}", "--trainer.enable_checkpointing=false", cwd=tmp_path)
+    check(result)
+    for line in (
+        "--trainer.enable_progress_bar false: ThrottledRichProgressBar left out of the callbacks",
+        "--trainer.enable_checkpointing false: ModelCheckpoint, LastCheckpoint left out of the callbacks",
+    ):
+        assert line in result.stderr
