@@ -61,7 +61,7 @@ class Trainer(lightning.Trainer):
             dropped = [c for c in callbacks if kwargs.get(flag) is False and isinstance(c, kinds)]
             if dropped:
                 names = ", ".join(type(c).__name__ for c in dropped)
-                rank_zero_info(f"--trainer.{flag} false: {names} left out of the callbacks")
+                rank_zero_info(f"--trainer.{flag} false turns off {names}")
                 callbacks = [c for c in callbacks if c not in dropped]
         if "callbacks" in kwargs:
             kwargs["callbacks"] = callbacks

@@ -3,6 +3,7 @@
 import random
 import signal
 import threading
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -96,7 +97,9 @@ class LastCheckpoint(Callback):
             self.pending_rng = None
         self.ctrl_c = self.sigterm = False
         if trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
-            self.agreement = Agreement()
+            # It waits for a rank that is gone as long as the job's other collectives do.
+            seconds = getattr(trainer, "collective_timeout", None)
+            self.agreement = Agreement(timedelta(seconds=seconds) if seconds else None)
         if threading.current_thread() is threading.main_thread():
             # Lightning's own SIGTERM handler acts on rank 0's signal only; its Ctrl-C handling stops
             # each rank where it is. Here both are noted, and the ranks agree at each step end.

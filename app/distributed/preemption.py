@@ -13,6 +13,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -30,9 +31,9 @@ class Agreement:
     this step's flag and returns the previous step's result: a stop lands one step after the signal.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, timeout: timedelta | None = None) -> None:
         # Host tensors on a gloo group of their own: no device sync, and out of the way of the gradients'.
-        self.group = dist.new_group(backend="gloo")
+        self.group = dist.new_group(backend="gloo", timeout=timeout)
         self.flag, self.work = torch.zeros(1), None
 
     def poll(self, received: bool, now: bool = False) -> bool:

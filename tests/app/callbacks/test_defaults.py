@@ -84,11 +84,11 @@ def test_sigterm_saves_last_ckpt_whatever_the_users_list(mnist_root, tmp_path):
     assert torch.load(last, weights_only=True)["global_step"] == 5
 
 
-def test_a_flag_that_turns_a_feature_off_says_which_callbacks_it_leaves_out(mnist_root, tmp_path):
+def test_a_flag_that_turns_a_feature_off_names_the_callbacks_it_turns_off(mnist_root, tmp_path):
     result = run_app("fit", f"--data.root={mnist_root}", "--trainer.enable_checkpointing=false", cwd=tmp_path)
     check(result)
     for line in (
-        "--trainer.enable_progress_bar false: ThrottledRichProgressBar left out of the callbacks",
-        "--trainer.enable_checkpointing false: ModelCheckpoint, LastCheckpoint left out of the callbacks",
+        "--trainer.enable_progress_bar false turns off ThrottledRichProgressBar",
+        "--trainer.enable_checkpointing false turns off ModelCheckpoint, LastCheckpoint",
     ):
         assert line in result.stderr
