@@ -5,6 +5,8 @@ from pathlib import Path
 
 from lightning import Callback, LightningModule, Trainer
 
+from app.runs.folder import run_folder
+
 
 class RecipeProbe(Callback):
     """Writes ``FOLDER/rank{R}.json`` when training starts: the module's hyperparameters, what its
@@ -26,6 +28,6 @@ class RecipeProbe(Callback):
             "batch_size": trainer.datamodule.batch_size,
             "world_size": trainer.world_size,
         }
-        folder = self.folder or Path(trainer.default_root_dir) / "recipe"
+        folder = self.folder or run_folder(trainer) / "recipe"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"rank{trainer.global_rank}.json").write_text(json.dumps(seen))

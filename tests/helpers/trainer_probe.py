@@ -5,10 +5,12 @@ from pathlib import Path
 
 from lightning import Callback, LightningModule, Trainer
 
+from app.runs.folder import run_folder
+
 
 class TrainerProbe(Callback):
     """Writes ``FILE``: the class paths of the Trainer's callbacks and of its checkpoint I/O plugin, and
-    the files in ``trainer.default_root_dir`` (the run folder) when fit starts.
+    the files in the run folder when fit starts.
 
     Args:
         file: the JSON file written when fit starts.
@@ -24,6 +26,6 @@ class TrainerProbe(Callback):
         ran = {
             "callbacks": [path(c) for c in trainer.callbacks],
             "checkpoint_io": path(trainer.strategy.checkpoint_io),
-            "files": sorted(p.name for p in Path(trainer.default_root_dir).iterdir()),
+            "files": sorted(p.name for p in run_folder(trainer).iterdir()),
         }
         self.file.write_text(json.dumps(ran))
