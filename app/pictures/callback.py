@@ -1,7 +1,10 @@
 """Pictures of validation: sample predictions and a confusion matrix, and PNG plots when fit ends."""
 
+import contextlib
+import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -114,7 +117,7 @@ class ValidationPictures(Callback):
             # (100,000 more page faults in a 2-epoch MNIST fit). It must not call torch: its ops would
             # start an OpenMP team of its own, and with more OpenMP threads than cores libgomp's
             # threads sleep between ops instead of spinning, which made training's epochs 5 % slower.
-            self.painter = ThreadPoolExecutor(1, thread_name_prefix="validation-pictures")
+            self.painter = ThreadPoolExecutor(1, "validation-pictures", initializer=yield_to_training)
             self.scratch = tempfile.mkdtemp(prefix="validation-pictures-")
         self.drawing.append((step, self.painter.submit(draw, sketch, self.scratch)))
 
@@ -214,6 +217,15 @@ class ValidationPictures(Callback):
         datamodule = trainer.datamodule
         mean, std = provided(datamodule, "mean"), provided(datamodule, "std")
         return grid_picture(images.numpy(), preds.tolist(), labels.tolist(), _class_names(trainer), mean, std)
+
+
+def yield_to_training() -> None:
+    """The drawing thread at the lowest priority (Linux keeps one per thread): where training keeps every
+    core busy, a drawing that takes a core from one of its OpenMP threads holds up the others at each
+    op's end, which made training steps nearly twice as slow while it drew (benchmarks/README.md)."""
+    # Elsewhere the id is not a thread's (OSError): the drawing keeps its priority.
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
 def _picture_loggers(trainer: Trainer) -> list[TensorBoardLogger | WandbLogger]:
