@@ -116,10 +116,13 @@ def cuda_graphs(check: Check, rows: Rows) -> str | None:
         return "skipped: CUDA graphs need CUDA"
     compare(check, rows, GRAPHED, GRAPH_SIDES, 2, env=GRAPH_LOGS)
     eager = check.medians.get((GRAPHED.label, LOOP))
-    for label, figures in rows:
-        if eager and label.endswith("template, cuda graphs"):
+    for _, figures in rows:
+        if eager:
             figures["/ eager loop"] = figures["img/s"] / eager
-    skipped = sum(figures.get("cudagraph skips", 0) for _, figures in rows)
+    uncompiled = [label.split(": ")[-1] for label, figures in rows if not figures.get("frames compiled")]
+    if uncompiled:
+        return f"nothing compiled in: {', '.join(uncompiled)}"
+    skipped = sum(figures["cudagraph skips"] for _, figures in rows)
     return f"graphs skipped {skipped} times: why, in the logs (TORCH_LOGS=cudagraphs)" if skipped else None
 
 

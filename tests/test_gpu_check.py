@@ -26,7 +26,7 @@ from benchmarks.gpu_check import (
     run,
 )
 from benchmarks.gpu_parts import Check, torch_below_floor
-from benchmarks.gpu_steps import features_off
+from benchmarks.gpu_steps import MNIST, features_off, ratio_rows
 
 # Parts that need CUDA, skipped on CPU (the tests' parts still list their skipped tests).
 NEED_CUDA = {"pytest -m gpu": "skipped: no CUDA", "pytest, host syncs and CUDA graphs": "skipped: no CUDA"}
@@ -174,3 +174,23 @@ def test_a_torch_older_than_the_project_needs_is_named(monkeypatch):
     monkeypatch.setattr(torch, "__version__", "2.5.1+cu124")
     floor = torch_below_floor()
     assert floor.startswith("torch>=") and floor != "torch>=2.5.1"
+
+
+def test_a_sides_line_has_its_median_ratio_with_each_rounds_extremes_and_its_compile_counts(tmp_path):
+    def record(img_per_s: float, compiled: int = 0) -> dict:
+        counts = {"frames compiled": compiled, "graph breaks": 0, "cudagraph skips": compiled - 1}
+        return {"img_per_s": img_per_s, "train_seconds": [9.0, 2.5, 2.5], "compile": counts}
+
+    measured = {
+        "loop": [record(100.0), record(120.0), record(110.0)],
+        "graphed": [record(150.0, 1), record(132.0, 2), record(220.0, 1)],
+    }
+    check = Check(dry=True, root=tmp_path, work=tmp_path)
+    (_, loop), (label, graphed) = ratio_rows(check, MNIST, measured)
+    assert label == "MnistCNN, batch 128, 32-true: graphed" and "/ ref" not in loop
+    assert graphed["img/s"] == 150 and graphed["/ ref"] == pytest.approx(150 / 110)
+    assert (graphed["min"], graphed["max"]) == (pytest.approx(1.1), pytest.approx(2.0))
+    assert graphed["timed s, least"] == 5.0 and graphed["rounds"] == 3
+    assert (graphed["frames compiled"], graphed["cudagraph skips"]) == (2, 1)  # the most of any round
+    assert "frames compiled" not in loop  # nothing compiled there
+    assert check.medians[MNIST.label, "graphed"] == 150
