@@ -1,6 +1,8 @@
 """The LightningModule: a network trained with the optimizer, schedule and loss the config names."""
 
 import functools
+import json
+import warnings
 from typing import Literal
 
 import torch
@@ -19,9 +21,13 @@ from models import init_from as weights_file
 from models import optimization
 from models.errors import ModelError
 from models.freezing import Freezing
+from models.inference import Inference
 from models.metrics import macro_metrics
 from models.nets.net import Net
 from models.schedules import RightOpenUnitInterval, SchedulerCallable
+
+# The arguments that are objects (a network, callables); in a checkpoint, the config that built them.
+OBJECTS = ("net", "optimizer", "scheduler")
 
 # Hyperparameters that shape the optimizer's parameter groups: a resume must keep them.
 OPTIMIZER_LAYOUT = ("freeze", "norm_weight_decay")
@@ -34,7 +40,7 @@ def _as_list(value: object) -> list:
     return [] if value is None else [value] if isinstance(value, str) else list(value)
 
 
-class ImageClassifier(LightningModule):
+class ImageClassifier(Inference, LightningModule):
     """Trains a network on (image, label) batches.
 
     The recipe is configuration (``configs/defaults.yaml``: the example MNIST script's SGD, momentum
@@ -102,8 +108,17 @@ class ImageClassifier(LightningModule):
         backbone_lr_ratio: PositiveFloat = 0.1,
     ) -> None:
         super().__init__()
-        # The CLI logs the whole run config; logger=False keeps these from being logged twice.
-        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler"], logger=False)
+        # Under the CLI, Lightning saves every argument as the run's config gave it (the network, optimizer
+        # and schedule as class_path and init_args): load_from_checkpoint(path) rebuilds the model from that
+        # alone. Built in Python they are objects, which a checkpoint must not pickle: left out. logger=False:
+        # the CLI logs the whole run config already.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Lightning's advice to leave out a network object: done below
+            self.save_hyperparameters(logger=False)
+        configs = {k: self.hparams[k] for k in OBJECTS if isinstance(self.hparams.get(k), dict)}
+        self.remove_ignored_hparams([k for k in OBJECTS if k not in configs])
+        # Plain values (what a DataModule links in may be typed: PositiveInt), for weights-only loading.
+        self.hparams.update(json.loads(json.dumps(configs)))
         self.optimizer = optimization.plain(optimizer or DEFAULT_OPTIMIZER)
         self.scheduler = optimization.plain(scheduler) if scheduler is not None else None
         # Metrics, not per-rank means: each sample weighs the same whatever rank saw it.
@@ -295,6 +310,11 @@ class ImageClassifier(LightningModule):
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.resumed_plan = checkpoint.get("lr_plan")
         self.data_card = checkpoint.get("data", self.data_card)
+        # Built by load_from_checkpoint from the config of these: kept for the checkpoints it writes next.
+        saved = checkpoint.get("hyper_parameters", {})
+        self.hparams.update(
+            {k: saved[k] for k in OBJECTS if k not in self.hparams and isinstance(saved.get(k), dict)}
+        )
 
     def train(self, mode: bool = True) -> "ImageClassifier":
         super().train(mode)

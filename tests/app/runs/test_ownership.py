@@ -21,13 +21,14 @@ def error_line(result) -> str:
 
 
 def test_a_checkpoint_that_does_not_fit_is_refused_before_anything_is_written(
-    mnist_root, trained_here, tmp_path
+    cifar10_root, trained_here, tmp_path
 ):
-    data = f"--data.root={mnist_root}"
+    """The checkpoint brings its network (MnistCNN); colour images at 32 px do not fit its weights."""
+    cifar = ["--data=CIFAR10DataModule", f"--data.root={cifar10_root}", "--data.verify=false"]
     run = trained_here
     best = next((run / "checkpoints").glob("best-*.ckpt"))
     before = {p: digest(p) for p in run.rglob("*") if p.is_file()}
-    result = run_app("fit", data, "--model.net=CifarCNN", f"--ckpt_path={best}", cwd=tmp_path)
+    result = run_app("fit", *cifar, f"--ckpt_path={best}", cwd=tmp_path)
     line = error_line(result)
     assert line.startswith(f"error: --ckpt_path {best} does not fit this network: net.")
     assert {p: digest(p) for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == {
