@@ -205,13 +205,14 @@ class CLI(LightningCLI):
             _ = logger.version
         trainer, model = self.trainer, self.model
         model.data_card = card(self.datamodule)  # a resume's checkpoint brings its own
-        world = trainer.world_size
+        world, accumulate = trainer.world_size, trainer.accumulate_grad_batches
         device = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()
         batch = provided(self.datamodule, "batch_size")
+        accumulated = f" ({batch} x {world} x {accumulate} accumulated)" if accumulate > 1 and batch else ""
         rank_zero_info(
             f"fit: {type(trainer.strategy).__name__}, world size {world} ({trainer.num_nodes} node(s) x "
-            f"{trainer.num_devices} {device}), global batch {batch * world if batch else '?'}, "
-            f"lr {model.scaled_lr(world):g}; run folder {self.run.folder}"
+            f"{trainer.num_devices} {device}), global batch {batch * world * accumulate if batch else '?'}"
+            f"{accumulated}, lr {model.scaled_lr(world, accumulate):g}; run folder {self.run.folder}"
         )
 
     def after_fit(self) -> None:

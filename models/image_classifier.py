@@ -60,8 +60,9 @@ class ImageClassifier(Inference, LightningModule):
         scheduler_interval: step the schedule every ``step`` or every ``epoch`` (its length is counted
             in the same unit). ReduceLROnPlateau steps after each validation.
         scheduler_monitor: the validation metric ReduceLROnPlateau watches.
-        lr_scaling: how every lr grows with the world size W (devices x nodes): ``linear`` (x W),
-            ``sqrt`` (x sqrt(W)) or ``none``.
+        lr_scaling: how every lr grows with the global batch, N times one device's batch (N: world size
+            W = devices x nodes, times ``--trainer.accumulate_grad_batches``): ``linear`` (x N),
+            ``sqrt`` (x sqrt(N)) or ``none``.
         norm_weight_decay: the weight decay of norm layers' weights and all biases (0: none, as in
             torchvision's recipes); None: the optimizer's, like every other parameter.
         label_smoothing: cross-entropy label smoothing for training, in [0, 1).
@@ -238,23 +239,29 @@ class ImageClassifier(Inference, LightningModule):
             shown = ", ".join(f"{w:.3g}" for w in weight.tolist()[:10])
             rank_zero_info(f"class weights (balanced): {shown}{', ...' if len(counts) > 10 else ''}")
 
-    def lr_factor(self, world_size: int) -> float:
-        """What every lr is multiplied by with ``world_size`` processes (see ``lr_scaling``)."""
-        return {"none": 1, "linear": world_size, "sqrt": world_size**0.5}[self.hparams.lr_scaling]
+    def lr_factor(self, world_size: int, accumulate: int = 1) -> float:
+        """What every lr is multiplied by with ``world_size`` processes, each adding up the gradients of
+        ``accumulate`` batches per step (see ``lr_scaling``)."""
+        n = world_size * accumulate
+        return {"none": 1, "linear": n, "sqrt": n**0.5}[self.hparams.lr_scaling]
 
-    def scaled_lr(self, world_size: int) -> float | None:
-        """The optimizer's lr with ``world_size`` processes; None where it takes no ``lr``."""
+    def scaled_lr(self, world_size: int, accumulate: int = 1) -> float | None:
+        """The optimizer's lr with ``world_size`` processes accumulating ``accumulate`` batches; None where
+        it takes no ``lr``."""
         lr = optimization.base_lr(self.optimizer)
-        return None if lr is None else lr * self.lr_factor(world_size)
+        return None if lr is None else lr * self.lr_factor(world_size, accumulate)
 
     def configure_optimizers(self) -> dict:
-        hp, world = self.hparams, self.trainer.world_size
-        factor = self.lr_factor(world)
+        hp, world, accumulate = self.hparams, self.trainer.world_size, self.trainer.accumulate_grad_batches
+        factor = self.lr_factor(world, accumulate)
         frozen = self.freezing.names if self.freezing else set()
         groups = optimization.param_groups(self.net, frozen, hp.norm_weight_decay)
         optimizer = optimization.build_optimizer(self.optimizer, groups, factor)
         lr = optimizer.param_groups[0]["lr"]
-        rank_zero_info(f"lr {lr:g} = {lr / factor:g} with {hp.lr_scaling} scaling to world size {world}")
+        accumulated = f" x {accumulate} accumulated batches" if accumulate > 1 else ""
+        rank_zero_info(
+            f"lr {lr:g} = {lr / factor:g} with {hp.lr_scaling} scaling to world size {world}{accumulated}"
+        )
         self.plan = {"optimizer": type(optimizer).__name__, "scheduler": None}
         if self.scheduler is None:
             return {"optimizer": optimizer}
