@@ -4,7 +4,7 @@
 ARG BASE=pytorch/pytorch:2.14.1-cuda13.0-cudnn9-runtime
 FROM ${BASE}
 
-# TORCH_DISABLE_SHARE_RDZV_TCP_STORE: so `--entrypoint torchrun --max-restarts N` can restart workers (README).
+# TORCH_DISABLE_SHARE_RDZV_TCP_STORE: so `--entrypoint torchrun --max-restarts N` can restart workers (docs/distributed.md).
 ENV PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore \

@@ -14,3 +14,18 @@ def set_collective_timeout(timeout: timedelta) -> None:
     """Set the default group's collective timeout after the group is made: ``torch.distributed.set_timeout``
     from torch 2.14, the private name it made public before (pytorch pull request 187387)."""
     (getattr(dist, "set_timeout", None) or dist.distributed_c10d._set_pg_timeout)(timeout)
+
+
+def compile_counters() -> dict[str, int]:
+    """What ``torch.compile`` did in this process so far: frames compiled (each recompilation adds one),
+    graph breaks, and the CUDA graphs inductor skipped (``TORCH_LOGS=cudagraphs`` prints why). torch's
+    ``torch._dynamo.utils.counters``, which its own benchmarks read; torch has no public counterpart
+    (pytorch issue 149944 asks for the skip reasons in its public trace)."""
+    import torch._dynamo.utils  # loaded with torch.compile's first use; importing it here costs nothing then
+
+    counters = torch._dynamo.utils.counters
+    return {
+        "frames compiled": counters["frames"]["ok"],
+        "graph breaks": sum(counters["graph_break"].values()),
+        "cudagraph skips": counters["inductor"]["cudagraph_skips"],
+    }

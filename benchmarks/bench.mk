@@ -18,13 +18,14 @@ gpu-wheels: setup fashion-mnist
 	cp /usr/share/datasets/fashion-mnist/*.gz .whl/fashion-mnist/
 	du -sh .whl
 
-# The GPU figures of benchmarks/README.md (benchmarks/gpu_check.py), each call within 9 minutes, on
-# the GPU machine (PARTS="steptests fm93": those parts instead of the default ones): installs .whl/
-# offline into its python3 (as they are, should the image's versions not meet a wheel's
-# requirements: a GPU lease is too short to lose to a version check), unpacks
-# Fashion-MNIST into $(DATA) and, where it can, where Debian's package puts it (the GPU tests' fast
-# preset reads it there), and writes $(OUT)/gpu-check.md and .json. DRY=1: the same parts on CPU at
-# tiny sizes and on tiny random data, with this venv (tests/test_gpu_check.py); every part.
+# The GPU figures of benchmarks/README.md (benchmarks/gpu_check.py) on the GPU machine: the default
+# parts within 420 s with the install, each part's budget printed first (PARTS="steptests fm93 profile":
+# those parts instead, the next call of the same lease). Installs .whl/ offline into its python3 (as they
+# are, should the image's versions not meet a wheel's requirements: a GPU lease is too short to lose to
+# a version check), unpacks Fashion-MNIST into $(DATA) and, where it can, where Debian's package puts it
+# (the GPU tests' fast preset reads it there), and writes $(OUT)/gpu-check.md, .json and
+# gpu-check-logs.tar.gz (every child's log, the profiles). OUT relative or absolute. DRY=1: the same
+# parts on CPU at tiny sizes and on tiny random data, with this venv (tests/test_gpu_check.py); every part.
 OUT ?= gpu-check
 PARTS ?=
 DATA ?= datasets

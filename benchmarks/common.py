@@ -65,10 +65,10 @@ class EpochClock:
         return self.first.elapsed_time(self.last) / 1000
 
 
-def report(seconds: list[float], samples_per_epoch: int, test_acc: float) -> None:
-    """The one JSON line the benchmark driver reads."""
+def report(seconds: list[float], samples_per_epoch: int, test_acc: float, **extra) -> None:
+    """The one JSON line the benchmark driver reads (``extra``: more of its fields)."""
     samples = [samples_per_epoch] * len(seconds)
-    print(json.dumps({"train_seconds": seconds, "train_samples": samples, "test_acc": test_acc}))
+    print(json.dumps({"train_seconds": seconds, "train_samples": samples, "test_acc": test_acc, **extra}))
 
 
 def seconds(command: list[str], folder: Path, **env: str) -> float:

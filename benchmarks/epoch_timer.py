@@ -5,6 +5,7 @@ from pathlib import Path
 
 from lightning import Callback, LightningModule, Trainer
 
+from app.internals import compile_counters
 from benchmarks.common import EpochClock, now
 
 
@@ -15,7 +16,8 @@ class EpochTimer(Callback):
     ``train_seconds`` and ``train_samples`` are per epoch, training steps only, timed by
     :class:`EpochClock` as the hand-written loops are (no wait for the device within an epoch);
     ``fit_seconds`` is the whole training loop, validation included (start-up, sanity check and
-    test excluded).
+    test excluded); ``compile``, what ``torch.compile`` did in the process
+    (:func:`app.internals.compile_counters`).
 
     Args:
         path: the JSON file to write.
@@ -60,4 +62,5 @@ class EpochTimer(Callback):
             )
 
     def _record(self) -> dict:
-        return {"train_seconds": self.seconds, "train_samples": self.samples, "fit_seconds": self.fit_seconds}
+        record = {"train_seconds": self.seconds, "train_samples": self.samples}
+        return {**record, "fit_seconds": self.fit_seconds, "compile": compile_counters()}

@@ -43,8 +43,8 @@ class Check:
     work: Path
     deadline: float = 0.0
     runs: int = 0
-    out: Path | None = None  # where a part's files go (the profile's traces)
     tables: list = field(default_factory=list)  # a part's extra tables: (title, header, rows)
+    medians: dict = field(default_factory=dict)  # (row, side): median img/s, for the parts after
 
     @property
     def accelerator(self) -> str:
@@ -57,12 +57,16 @@ class Check:
             return []
         return [f"--data.val_size={DRY_VAL}", f"--data.batch_size={DRY_BATCH}", *DRY_LIMITS]
 
-    def child(self, args: list[str], cwd: Path | None = None, must_succeed: bool = True) -> tuple[int, str]:
-        """Run ``python ARGS`` within the part's time; its exit status and output (also in a log)."""
+    def child(
+        self, args: list[str], cwd: Path | None = None, must_succeed: bool = True, env: dict | None = None
+    ) -> tuple[int, str]:
+        """Run ``python ARGS`` (with ``env`` set) within the part's time; its exit status and output,
+        also in a log named by the run's number and what it runs (in the archive)."""
         self.runs += 1
-        log = self.work / f"run{self.runs}.log"
+        what = next((a for a in args if not a.startswith("-")), "python").rsplit(".", 1)[-1]
+        log = self.work / f"run{self.runs:02d}-{what}.log"
         path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": path}
+        env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": path, **(env or {})}
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise PartTimeout
@@ -88,15 +92,31 @@ class Check:
             raise PartFailed(f"{' '.join(args[:2])} exited {status}: {tail[-1][:200]}", "\n".join(tail))
         return status, text
 
-    def fit(self, name: str, config: str, *flags: str) -> dict:
+    def fit(self, name: str, config: str, *flags: str, env: dict | None = None) -> dict:
         """``python -m app fit --config CONFIG FLAGS`` with the benchmark's timer; its record and wall s."""
         command = ["-m", "app", "fit", f"--config={CONFIGS / config}", f"--data.root={self.root}"]
         command += [f"--trainer.accelerator={self.accelerator}", f"--trainer.default_root_dir={self.work}"]
         command += [*self.shrink, *flags, timed(self.work, name)]
         start = time.perf_counter()
-        self.child(command)
+        self.child(command, env=env)
         wall = time.perf_counter() - start
         return {**json.loads((self.work / f"{name}.json").read_text()), "wall_seconds": wall}
+
+    def loop(self, row, graphs: bool = False, profile: tuple | None = None, env: dict | None = None) -> dict:
+        """``benchmarks.plain_loop`` with a row's settings (``graphs``: ``--cuda-graphs``; ``profile``:
+        its file, warm-up and steps); its record and wall s."""
+        device = "cpu" if self.dry else "cuda"
+        loop = ["-m", "benchmarks.plain_loop", f"--root={self.root}", f"--epochs={row.epochs}"]
+        loop += [f"--device={device}", f"--batch-size={row.batch}", f"--net={row.net}"]
+        loop += [f"--precision={row.precision}", *(["--channels-last"] if row.channels_last else [])]
+        loop += [f"--val-size={DRY_VAL}"] if self.dry else []
+        loop += ["--cuda-graphs"] if graphs else []
+        if profile:
+            loop += [f"--profile={profile[0]}", "--profile-steps", *map(str, profile[1:])]
+        start = time.perf_counter()
+        _, text = self.child(loop, env=env)
+        wall = time.perf_counter() - start
+        return {} if profile else {**json.loads(text.strip().splitlines()[-1]), "wall_seconds": wall}
 
 
 Rows = list[tuple[str, dict[str, float]]]

@@ -1,11 +1,13 @@
 """Where a training step's time goes: a few steps of a loop under ``torch.profiler``.
 
 :class:`StepWindow` profiles ``steps`` steps after the first ``warmup`` (start-up, compilation and
-CUDA-graph recording left out) and writes one JSON file: wall and kernel time per step (the GPU's idle
-share), GPU ops (kernels and copies) per step, host syncs per step (``torch.cuda.set_sync_debug_mode
-("warn")``, its warnings counted; CUDA only), step time p50/p90/max on the device's own clock, the
-top rows of CPU self time, and a gzipped Chrome trace beside it. The template gets it as a callback
-(:class:`ProfileSteps`), the hand-written loop by ``benchmarks.plain_loop --profile FILE``.
+CUDA-graph recording left out of the figures; the profiler runs from the first step, so that it sees
+the graphs recorded before its window replayed within it) and writes one JSON file: wall and kernel
+time per step (the GPU's idle share), GPU ops (kernels and copies) and CUDA-graph launches per step,
+host syncs per step (``torch.cuda.set_sync_debug_mode("warn")``, its warnings counted; CUDA only),
+step time p50/p90/max on the device's own clock, the top rows of CPU self time, and a gzipped Chrome
+trace beside it. The template gets it as a callback (:class:`ProfileSteps`), the hand-written loop by
+``benchmarks.plain_loop --profile FILE``.
 """
 
 import gzip
@@ -19,7 +21,7 @@ from pathlib import Path
 import torch
 from lightning import Callback, LightningModule, Trainer
 from torch.autograd import DeviceType
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, schedule
 
 TOP_ROWS = 8  # CPU self-time rows kept
 
@@ -43,7 +45,17 @@ class StepWindow:
 
     def step_start(self) -> None:
         self.started += 1
-        if self.done or self.started <= self.warmup:
+        if self.done:
+            return
+        if self.started == 1:
+            activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if self.cuda else [])]
+            # Recording only the window's steps, after `warmup` steps with the profiler ready.
+            plan = schedule(wait=0, warmup=self.warmup, active=self.steps, repeat=1)
+            self.profiler = profile(activities=activities, schedule=plan)
+            self.profiler.start()
+        else:
+            self.profiler.step()
+        if self.started <= self.warmup:
             return
         if self.started == self.warmup + 1:
             self._open()
@@ -55,10 +67,14 @@ class StepWindow:
         if self.started == self.warmup + self.steps + 1:
             self._close()
 
+    def abandon(self) -> str:
+        """Stop a profiler whose window was not reached (a process exiting with it running crashes);
+        the reason, one line."""
+        if self.started:
+            self.profiler.stop()
+        return f"error: the run ended after {self.started} steps, before the profile's window ended"
+
     def _open(self) -> None:
-        activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if self.cuda else [])]
-        self.profiler = profile(activities=activities)
-        self.profiler.start()
         self.caught = warnings.catch_warnings(record=True)
         self.warned = self.caught.__enter__()
         warnings.simplefilter("always")
@@ -79,7 +95,10 @@ class StepWindow:
             ms = [a.elapsed_time(b) for a, b in zip(self.marks, self.marks[1:], strict=False)]
         else:
             ms = [1000 * (b - a) for a, b in zip(self.marks, self.marks[1:], strict=False)]
-        device_ops = [e for e in self.profiler.events() if e.device_type == DeviceType.CUDA]
+        events = self.profiler.events()
+        device_ops = [e for e in events if e.device_type == DeviceType.CUDA]
+        # The CUDA runtime call that replays a graph, one a replay.
+        launches = sum(e.name.startswith("cudaGraphLaunch") for e in events)
         kernel_ms = sum(e.time_range.elapsed_us() for e in device_ops) / 1000
         n = self.steps
         wall_ms = 1000 * wall / n
@@ -88,6 +107,7 @@ class StepWindow:
             "kernel ms/step": kernel_ms / n if self.cuda else "n/a",
             "GPU idle %": 100 * (1 - kernel_ms / n / wall_ms) if self.cuda else "n/a",
             "GPU ops/step": len(device_ops) / n if self.cuda else "n/a",
+            "graph launches/step": launches / n if self.cuda else "n/a",
             "syncs/step": syncs / n if self.cuda else "n/a",
             "step p50 ms": statistics.median(ms),
             "step p90 ms": statistics.quantiles(ms, n=10, method="inclusive")[-1] if len(ms) > 1 else ms[0],
@@ -123,3 +143,7 @@ class ProfileSteps(Callback):
         self.window.step_start()
         if self.window.done:
             trainer.should_stop = True
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if not self.window.done:
+            raise SystemExit(self.window.abandon())

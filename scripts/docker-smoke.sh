@@ -10,7 +10,7 @@
 #      PyPI alone, as in a real build, so it would download another torch if pyproject's ranges asked.
 #   3. In the image, as the image's user, with ENTRYPOINT and CMD as the image has them: --help, the CMD
 #      parsed, one short fit on Fashion-MNIST (Debian's dataset-fashion-mnist, mounted read-only), an
-#      export of its checkpoint, which then classifies a picture, and a fit under torchrun (the README's
+#      export of its checkpoint, which then classifies a picture, and a fit under torchrun (docs/distributed.md's
 #      `--entrypoint torchrun`) with 2 processes.
 #   4. Checks that torch in the image is the base's (the project's install did not replace it), and copies
 #      the run folder out to $WORK/out.

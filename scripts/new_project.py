@@ -69,7 +69,8 @@ def readme(answers: dict, kept: list[str]) -> str:
 
 {answers["description"]}
 
-Made from the Lightning CNN template, {source}: its README documents every command, preset and option.
+Made from the Lightning CNN template, {source}: its README and docs/ document every command,
+preset and option.
 
 ## Two commands
 

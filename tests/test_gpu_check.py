@@ -3,29 +3,59 @@ the script is ready the day a GPU is lent; and how it reports a part that fails 
 
 import json
 import math
+import os
+import platform
 import subprocess
 import sys
+import tarfile
 
 import pytest
 import torch
-from helpers.cli import ROOT
+import yaml
+from helpers.cli import ROOT, run_app
 
-from benchmarks.gpu_check import PARTS, run
+from benchmarks import gpu_check
+from benchmarks.gpu_check import (
+    ARCHIVE,
+    DEFAULT_PARTS,
+    DEFAULT_WITHIN,
+    INSTALL,
+    PARTS,
+    SECOND_RUN,
+    machine,
+    run,
+)
 from benchmarks.gpu_parts import Check, torch_below_floor
+from benchmarks.gpu_steps import MNIST, features_off, ratio_rows
 
 # Parts that need CUDA, skipped on CPU (the tests' parts still list their skipped tests).
 NEED_CUDA = {"pytest -m gpu": "skipped: no CUDA", "pytest, host syncs and CUDA graphs": "skipped: no CUDA"}
-NEED_CUDA["cuda graphs / hand-written loop"] = "skipped: CUDA graphs need CUDA"
+GRAPHS = "cuda graphs / hand-written loop, graphed"
+NEED_CUDA[GRAPHS] = "skipped: CUDA graphs need CUDA"
+LEASE, MACHINE_START = 900, 120  # a GPU lease's seconds, and its machine's start within them
 
 
 # Starts a child process per run of the check, one after the other; among the long tests.
 @pytest.mark.full
 @pytest.mark.distributed
-def test_the_dry_run_measures_every_part_and_writes_the_table_and_the_json(tmp_path):
+# Starts a child process per run of the check, one after the other; among the long tests.
+@pytest.mark.full
+@pytest.mark.distributed
+def test_the_dry_run_measures_every_part_and_writes_the_table_the_json_and_the_archive(tmp_path):
     out = tmp_path / "out"
-    command = ["make", "--no-print-directory", "gpu-check", "DRY=1", f"OUT={out}", f"PYTHON={sys.executable}"]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    # A relative OUT, as `make gpu-check` has it by default: the children run in a folder of their own.
+    relative = os.path.relpath(out, ROOT)
+    command = [
+        "make",
+        "--no-print-directory",
+        "gpu-check",
+        "DRY=1",
+        f"OUT={relative}",
+        f"PYTHON={sys.executable}",
+    ]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == sorted([ARCHIVE, "gpu-check.json", "gpu-check.md"])
 
     record = json.loads((out / "gpu-check.json").read_text())
     assert record["machine"]["torch"] == torch.__version__ and record["machine"]["mode"].startswith("dry")
@@ -34,24 +64,23 @@ def test_the_dry_run_measures_every_part_and_writes_the_table_and_the_json(tmp_p
     for title, part in parts.items():
         skipped = title in NEED_CUDA and not torch.cuda.is_available()
         assert part["status"] == (NEED_CUDA[title] if skipped else "ok"), part
-        assert (part["rows"] or title == "cuda graphs / hand-written loop") and part["seconds"] > 0, part
+        assert (part["rows"] or title == GRAPHS) and part["seconds"] > 0, part
         for row in part["rows"]:
             figures = row["figures"].values()
             # n/a: what only CUDA measures (the profile's kernel time, GPU ops, syncs).
             numbers = [v for v in figures if v != "n/a"]
             assert numbers and all(isinstance(v, int | float) and math.isfinite(v) for v in numbers), row
 
-    # The template against the loop: medians of interleaved rounds, each variant's ratio to the loop.
-    ratios = {
-        row["row"].split(": ")[1]: row["figures"] for row in parts["template / hand-written loop"]["rows"]
-    }
-    assert set(ratios) == {
-        "hand-written loop",
-        "template as users run it",
-        "template, periodic checkpoint off",
-    }
-    assert all(f["rounds"] == 2 and f["img/s"] > 0 for f in ratios.values())
-    assert ratios["template as users run it"]["min"] <= ratios["template as users run it"]["/ loop"]
+    # The template against the loop: medians of interleaved rounds, each side's ratio to the loop.
+    for title in ("template / hand-written loop", "template / hand-written loop, FastCNN"):
+        ratios = {row["row"].split(": ")[1]: row["figures"] for row in parts[title]["rows"]}
+        assert list(ratios) == ["hand-written loop", "template as users run it", "template, features off"]
+        assert all(f["rounds"] == 2 and f["img/s"] > 0 and f["timed s, least"] > 0 for f in ratios.values())
+        for side in ("template as users run it", "template, features off"):
+            assert ratios[side]["min"] <= ratios[side]["/ ref"] <= ratios[side]["max"]
+        # Each round's runs, the order reversed in the second round.
+        (runs,) = [t for t in parts[title]["tables"] if t["title"] == "each run"]
+        assert [r[1] for r in runs["rows"]] == [*ratios, *reversed(ratios)]
     # The profile: a row per loop, its top CPU rows as a table, a trace of each.
     profile = parts["step profile"]
     assert [row["row"].split(": ")[1] for row in profile["rows"]] == [
@@ -60,9 +89,15 @@ def test_the_dry_run_measures_every_part_and_writes_the_table_and_the_json(tmp_p
     ]
     assert all(row["figures"]["step p50 ms"] > 0 for row in profile["rows"])
     assert [len(table["rows"]) for table in profile["tables"]] == [8, 8]
-    assert len(list(out.glob("profile-*.trace.json.gz"))) == 2
 
-    # One progress line per part, in order; the table has a line for each row.
+    # The archive: every child's log, the profiles and their traces.
+    with tarfile.open(out / ARCHIVE) as tar:
+        names = tar.getnames()
+    assert len([n for n in names if n.startswith("run") and n.endswith(".log")]) == record["runs"]
+    assert len([n for n in names if n.startswith("profile-") and n.endswith(".trace.json.gz")]) == 2
+
+    # The budgets first, then one progress line per part, in order; the table has a line for each row.
+    assert done.stdout.splitlines()[1].startswith("GPU budget (an H100's figures): ratios ")
     progress = [line for line in done.stdout.splitlines() if line.startswith("[")]
     assert [line.split("] ", 1)[1].split(": ")[0] for line in progress] == list(parts)
     table, *tables = (out / "gpu-check.md").read_text().split("\n\n")[1:]
@@ -73,6 +108,33 @@ def test_the_dry_run_measures_every_part_and_writes_the_table_and_the_json(tmp_p
     # Header, rule, rows; a part without rows has one line.
     assert len(lines) == 2 + sum(max(1, len(part["rows"])) for part in parts.values())
     assert "| aten::" in "".join(tables)  # the profile's tables follow
+
+
+def test_the_default_parts_leave_a_rerun_of_any_part_within_the_lease():
+    limits = {key: limit for key, _, _, limit in PARTS}
+    default = sum(limits[key] for key in DEFAULT_PARTS) + INSTALL
+    assert default <= DEFAULT_WITHIN
+    assert MACHINE_START + default + max(limits.values()) <= LEASE
+    assert MACHINE_START + default + sum(limits[key] for key in SECOND_RUN) <= LEASE
+    assert list(limits)[: len(DEFAULT_PARTS)] == DEFAULT_PARTS  # the most valuable first
+
+
+def test_features_off_drops_the_logger_the_pictures_and_the_periodic_checkpoint_and_plainer_bar(tmp_path):
+    result = run_app("fit", "--print_config", *features_off(), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    config = yaml.safe_load(result.stdout)
+    defaults = yaml.safe_load((ROOT / "configs" / "defaults.yaml").read_text())["trainer"]["callbacks"]
+    paths = [c if isinstance(c, str) else c["class_path"] for c in defaults]
+    kept = [c["class_path"] for c in config["trainer"]["callbacks"]]
+    assert config["trainer"]["logger"] is False and config["last_checkpoint"]["every_n_steps"] == 0
+    assert "app.pictures.callback.ValidationPictures" not in kept and len(kept) == len(paths) - 1
+    assert "lightning.pytorch.callbacks.TQDMProgressBar" in kept
+
+
+def test_the_machine_names_its_kernel_and_survives_a_missing_git(monkeypatch):
+    assert machine(dry=True)["kernel"] == platform.release()
+    monkeypatch.setattr(gpu_check.shutil, "which", lambda name: None)
+    assert machine(dry=True)["commit"] is None
 
 
 def test_a_part_that_fails_or_runs_out_of_time_is_reported_and_the_next_one_runs(tmp_path):
@@ -112,3 +174,23 @@ def test_a_torch_older_than_the_project_needs_is_named(monkeypatch):
     monkeypatch.setattr(torch, "__version__", "2.5.1+cu124")
     floor = torch_below_floor()
     assert floor.startswith("torch>=") and floor != "torch>=2.5.1"
+
+
+def test_a_sides_line_has_its_median_ratio_with_each_rounds_extremes_and_its_compile_counts(tmp_path):
+    def record(img_per_s: float, compiled: int = 0) -> dict:
+        counts = {"frames compiled": compiled, "graph breaks": 0, "cudagraph skips": compiled - 1}
+        return {"img_per_s": img_per_s, "train_seconds": [9.0, 2.5, 2.5], "compile": counts}
+
+    measured = {
+        "loop": [record(100.0), record(120.0), record(110.0)],
+        "graphed": [record(150.0, 1), record(132.0, 2), record(220.0, 1)],
+    }
+    check = Check(dry=True, root=tmp_path, work=tmp_path)
+    (_, loop), (label, graphed) = ratio_rows(check, MNIST, measured)
+    assert label == "MnistCNN, batch 128, 32-true: graphed" and "/ ref" not in loop
+    assert graphed["img/s"] == 150 and graphed["/ ref"] == pytest.approx(150 / 110)
+    assert (graphed["min"], graphed["max"]) == (pytest.approx(1.1), pytest.approx(2.0))
+    assert graphed["timed s, least"] == 5.0 and graphed["rounds"] == 3
+    assert (graphed["frames compiled"], graphed["cudagraph skips"]) == (2, 1)  # the most of any round
+    assert "frames compiled" not in loop  # nothing compiled there
+    assert check.medians[MNIST.label, "graphed"] == 150

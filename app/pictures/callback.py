@@ -1,7 +1,10 @@
 """Pictures of validation: sample predictions and a confusion matrix, and PNG plots when fit ends."""
 
+import contextlib
+import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -49,7 +52,7 @@ class ValidationPictures(Callback):
         self.matrix_epoch = 0
         self.matrix_png: bytes | None = None  # the last validation's, as drawn
         self.history: dict[int, dict[str, float]] = {}  # epoch -> metric -> value
-        self.last_loss: Tensor | None = None  # of this epoch's last training step
+        self.trained: int | None = None  # the epoch just trained, whose train/loss is not yet recorded
         self.shown: tuple[Tensor, Tensor, Tensor] | None = None  # images, preds, labels for the grid
         self.painter: ThreadPoolExecutor | None = None
         self.scratch: str | None = None  # the painter's folder for the PNG files, until logged
@@ -115,7 +118,7 @@ class ValidationPictures(Callback):
             # (100,000 more page faults in a 2-epoch MNIST fit). It must not call torch: its ops would
             # start an OpenMP team of its own, and with more OpenMP threads than cores libgomp's
             # threads sleep between ops instead of spinning, which made training's epochs 5 % slower.
-            self.painter = ThreadPoolExecutor(1, thread_name_prefix="validation-pictures")
+            self.painter = ThreadPoolExecutor(1, "validation-pictures", initializer=yield_to_training)
             self.scratch = tempfile.mkdtemp(prefix="validation-pictures-")
         self.drawing.append((step, self.painter.submit(draw, sketch, self.scratch)))
 
@@ -123,19 +126,25 @@ class ValidationPictures(Callback):
         if trainer.state.fn == "fit" and not trainer.sanity_checking:
             self._record(trainer, [key for keys in CURVES.values() for key in keys if key.startswith("val/")])
 
-    def on_train_batch_end(
-        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
-        self.last_loss = outputs["loss"] if isinstance(outputs, Mapping) else outputs
-        if self.drawing and self.drawing[0][1].done():
-            self._log_drawn(trainer)
-
+    # Nothing runs at each training step: the pictures drawn go to the loggers at epoch ends (their
+    # own step with them), and an epoch's train/loss is read once the epoch is over.
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        # The step's own loss: the model may log an epoch's last loss only after this hook (and the
-        # logged train/loss would then be the epoch before's).
-        if isinstance(self.last_loss, Tensor):
-            self.history.setdefault(trainer.current_epoch, {})["train/loss"] = float(self.last_loss)
-        self.last_loss = None
+        self.trained = trainer.current_epoch
+        self._log_drawn(trainer)
+
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._record_train_loss(trainer)
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._record_train_loss(trainer)
+
+    def _record_train_loss(self, trainer: Trainer) -> None:
+        """The last train/loss logged in the epoch just trained: after its end, where the model logs an
+        epoch's loss that no logging step sent (the epoch's hooks run before the model's)."""
+        loss = trainer.callback_metrics.get("train/loss")
+        if self.trained is not None and loss is not None:
+            self.history.setdefault(self.trained, {})["train/loss"] = float(loss)
+        self.trained = None
 
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._finish(trainer)
@@ -209,6 +218,15 @@ class ValidationPictures(Callback):
         datamodule = trainer.datamodule
         mean, std = provided(datamodule, "mean"), provided(datamodule, "std")
         return grid_picture(images.numpy(), preds.tolist(), labels.tolist(), _class_names(trainer), mean, std)
+
+
+def yield_to_training() -> None:
+    """The drawing thread at the lowest priority (Linux keeps one per thread): where training keeps every
+    core busy, a drawing that takes a core from one of its OpenMP threads holds up the others at each
+    op's end, which made training steps nearly twice as slow while it drew (benchmarks/README.md)."""
+    # Elsewhere the id is not a thread's (OSError): the drawing keeps its priority.
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
 def _picture_loggers(trainer: Trainer) -> list[TensorBoardLogger | WandbLogger]:

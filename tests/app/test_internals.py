@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 import app
 from app.distributed.job import leave_process_group
-from app.internals import set_collective_timeout
+from app.internals import compile_counters, set_collective_timeout
 
 UPSTREAM = ("lightning", "jsonargparse", "argparse", "torch")
 # The norm layers' base classes torchvision's recipes use (set_weight_decay), and Python's ABC machinery.
@@ -87,3 +87,17 @@ def test_the_collective_timeout_is_set_without_a_deprecated_name(tmp_path):
         dist.barrier()
     finally:
         leave_process_group()
+
+
+def test_the_compile_counters_count_a_recompilation():
+    """A compiled function called with a second shape (static shapes) compiles again: one more frame."""
+    import torch
+
+    before = compile_counters()
+    double = torch.compile(lambda x: 2 * x, backend="eager", dynamic=False)
+    double(torch.ones(2))
+    double(torch.ones(3))
+    after = compile_counters()
+    assert after["frames compiled"] - before["frames compiled"] == 2
+    for unchanged in ("graph breaks", "cudagraph skips"):
+        assert after[unchanged] == before[unchanged], unchanged

@@ -9,10 +9,14 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
 import yaml
-from copier import run_copy
 
 from helpers.cli import ROOT, SHRINK, app_env
+
+# copier is a dev tool, absent from a GPU image: the tests that need it skip there, and say why, rather
+# than stop pytest from collecting the rest.
+run_copy = pytest.importorskip("copier", reason="copier is not installed (pip install copier)").run_copy
 
 # Whose commits the tests' repositories hold: copier commits in repositories of its own too, and CI's
 # machines have no git identity.

@@ -3,6 +3,7 @@
 import io
 import math
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -374,3 +375,20 @@ def test_the_drawing_thread_calls_no_torch(mnist_root, tmp_path):
         threading.setprofile(None)
     assert logged_images(tmp_path / "tb").keys() == {"val/confusion_matrix", "val/samples"}
     assert not calls, sorted(set(calls))[:20]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a priority per thread is Linux's")
+def test_the_drawing_thread_yields_to_training(mnist_root, tmp_path, monkeypatch):
+    """Drawn at the lowest priority, so that the pictures do not take a core from training's threads."""
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    priorities = []
+
+    def draw(*args):
+        priorities.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return DRAW(*args)
+
+    monkeypatch.setattr(validation_pictures, "draw", draw)
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    fit(mnist_root, tmp_path, ValidationPictures(), logger=TensorBoardLogger(tmp_path, name="tb"))
+    assert priorities == [19] and os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
