@@ -91,3 +91,16 @@ def test_ctrl_c_saves_last_ckpt_and_prints_the_resume_command(mnist_root, tmp_pa
     saved = last.relative_to(tmp_path)
     assert line.startswith(f"stopped by Ctrl-C: saved {saved}; resume with:")
     assert line.endswith("--ckpt_path last") and "python -m app fit" in line
+
+
+def test_a_network_other_than_the_checkpoints_is_one_line_not_a_silent_swap(
+    mnist_root, trained_here, tmp_path
+):
+    """The checkpoint holds its network: Lightning would put it over --model.net unsaid."""
+    best = next((trained_here / "checkpoints").glob("best-*.ckpt"))
+    args = [f"--data.root={mnist_root}", "--model.net=CifarCNN", f"--ckpt_path={best}"]
+    assert error_line(run_app("fit", *args, cwd=tmp_path)) == (
+        f"error: --ckpt_path {best} was trained with --model.net MnistCNN, this run has CifarCNN: drop "
+        "--model.net (the checkpoint's is used), or start a new run from its weights with "
+        f"--model.init_from {best}"
+    )
