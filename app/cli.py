@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from jsonargparse import ArgumentError
+from jsonargparse import ArgumentError, Namespace
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.core.datamodule import LightningDataModule
@@ -28,6 +28,7 @@ from app.runs.csv_logger import AppendingCSVLogger  # noqa: F401 (so that --trai
 from app.trainer import Trainer
 from data import DataError
 from data.contract import card, provided
+from models.image_classifier import OBJECTS
 
 DEFAULTS = Path(__file__).resolve().parents[1] / "configs" / "defaults.yaml"
 
@@ -121,9 +122,21 @@ class CLI(LightningCLI):
         ckpt = self.config[subcommand].get("ckpt_path") if subcommand else None
         if ckpt and ckpt != "last":
             check_checkpoint(ckpt)
+        # Lightning then puts the checkpoint's hyperparameters over these: see before_instantiate_classes.
+        self.chosen = (
+            {key: class_path(self.config[subcommand].model.get(key)) for key in OBJECTS} if ckpt else {}
+        )
 
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand]
+        for key, mine in self.chosen.items():
+            theirs = class_path(config.model.get(key))
+            if theirs != mine:  # the checkpoint's network, optimizer or schedule is not this run's
+                raise UsageError(
+                    f"--ckpt_path {config.ckpt_path} was trained with --model.{key} {short(theirs)}, this "
+                    f"run has {short(mine)}: drop --model.{key} (the checkpoint's is used), or start a new "
+                    f"run from its weights with --model.init_from {config.ckpt_path}"
+                )
         takes_weights = self.subcommand != "fit" and "ckpt_path" in config
         if takes_weights and not config.get("ckpt_path") and not config.get("untrained"):
             raise UsageError(
@@ -205,13 +218,14 @@ class CLI(LightningCLI):
             _ = logger.version
         trainer, model = self.trainer, self.model
         model.data_card = card(self.datamodule)  # a resume's checkpoint brings its own
-        world = trainer.world_size
+        world, accumulate = trainer.world_size, trainer.accumulate_grad_batches
         device = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()
         batch = provided(self.datamodule, "batch_size")
+        accumulated = f" ({batch} x {world} x {accumulate} accumulated)" if accumulate > 1 and batch else ""
         rank_zero_info(
             f"fit: {type(trainer.strategy).__name__}, world size {world} ({trainer.num_nodes} node(s) x "
-            f"{trainer.num_devices} {device}), global batch {batch * world if batch else '?'}, "
-            f"lr {model.scaled_lr(world):g}; run folder {self.run.folder}"
+            f"{trainer.num_devices} {device}), global batch {batch * world * accumulate if batch else '?'}"
+            f"{accumulated}, lr {model.scaled_lr(world, accumulate):g}; run folder {self.run.folder}"
         )
 
     def after_fit(self) -> None:
@@ -335,6 +349,16 @@ def commands_for(args: list[str] | None) -> dict[str, set[str]]:
     every = {**LightningCLI.subcommands(), **{n: {"model", "datamodule"} for n, on in parts.items() if on}}
     given = sys.argv[1:] if args is None else args
     return {given[0]: every[given[0]]} if given and given[0] in every else every
+
+
+def class_path(value: object) -> object:
+    """The class a config value picks (``class_path``), or the value itself."""
+    return value.get("class_path") if isinstance(value, Namespace) else value
+
+
+def short(path: object) -> str:
+    """The class name of a class path."""
+    return str(path).rsplit(".", 1)[-1]
 
 
 def check_logged(model: object, key: str | None, flag: str) -> None:

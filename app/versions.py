@@ -1,7 +1,10 @@
 """The installed releases that the features needing more than the project's floor check."""
 
 import re
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import PackageNotFoundError, packages_distributions, version
+
+# What a run's results depend on, recorded with each run (W&B's config panel, the CSV logger's hparams.yaml).
+RECORDED = ("torch", "lightning", "torchvision", "torchmetrics")
 
 
 def installed(package: str) -> tuple[int, ...] | None:
@@ -19,3 +22,19 @@ def needs(package: str, release: tuple[int, ...]) -> str | None:
     if found is None or found >= release:
         return None
     return f"{package} >= {'.'.join(map(str, release))} ({package} {'.'.join(map(str, found))} here)"
+
+
+def recorded() -> dict[str, str | None]:
+    """The releases of the packages a run's results depend on and of this project, by the name it is
+    installed under (the distribution holding ``app``; none where the project runs uninstalled)."""
+    found = {package: _release(package) for package in RECORDED}
+    for project in packages_distributions().get(__name__.partition(".")[0], []):
+        found[project] = _release(project)
+    return found
+
+
+def _release(package: str) -> str | None:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None

@@ -2,6 +2,7 @@
 
 from models.errors import ModelError
 from models.image_classifier import ImageClassifier
+from models.loading import load
 from models.nets import Backbone, CifarCNN, FastCNN, MnistCNN, Net, ResNet
 
 __all__ = [
@@ -13,4 +14,5 @@ __all__ = [
     "ModelError",
     "Net",
     "ResNet",
+    "load",
 ]

@@ -1,6 +1,8 @@
 """The LightningModule: a network trained with the optimizer, schedule and loss the config names."""
 
 import functools
+import json
+import warnings
 from typing import Literal
 
 import torch
@@ -19,9 +21,13 @@ from models import init_from as weights_file
 from models import optimization
 from models.errors import ModelError
 from models.freezing import Freezing
+from models.inference import Inference
 from models.metrics import macro_metrics
 from models.nets.net import Net
 from models.schedules import RightOpenUnitInterval, SchedulerCallable
+
+# The arguments that are objects (a network, callables); in a checkpoint, the config that built them.
+OBJECTS = ("net", "optimizer", "scheduler")
 
 # Hyperparameters that shape the optimizer's parameter groups: a resume must keep them.
 OPTIMIZER_LAYOUT = ("freeze", "norm_weight_decay")
@@ -34,7 +40,7 @@ def _as_list(value: object) -> list:
     return [] if value is None else [value] if isinstance(value, str) else list(value)
 
 
-class ImageClassifier(LightningModule):
+class ImageClassifier(Inference, LightningModule):
     """Trains a network on (image, label) batches.
 
     The recipe is configuration (``configs/defaults.yaml``: the example MNIST script's SGD, momentum
@@ -54,8 +60,9 @@ class ImageClassifier(LightningModule):
         scheduler_interval: step the schedule every ``step`` or every ``epoch`` (its length is counted
             in the same unit). ReduceLROnPlateau steps after each validation.
         scheduler_monitor: the validation metric ReduceLROnPlateau watches.
-        lr_scaling: how every lr grows with the world size W (devices x nodes): ``linear`` (x W),
-            ``sqrt`` (x sqrt(W)) or ``none``.
+        lr_scaling: how every lr grows with the global batch, N times one device's batch (N: world size
+            W = devices x nodes, times ``--trainer.accumulate_grad_batches``): ``linear`` (x N),
+            ``sqrt`` (x sqrt(N)) or ``none``.
         norm_weight_decay: the weight decay of norm layers' weights and all biases (0: none, as in
             torchvision's recipes); None: the optimizer's, like every other parameter.
         label_smoothing: cross-entropy label smoothing for training, in [0, 1).
@@ -102,8 +109,17 @@ class ImageClassifier(LightningModule):
         backbone_lr_ratio: PositiveFloat = 0.1,
     ) -> None:
         super().__init__()
-        # The CLI logs the whole run config; logger=False keeps these from being logged twice.
-        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler"], logger=False)
+        # Under the CLI, Lightning saves every argument as the run's config gave it (the network, optimizer
+        # and schedule as class_path and init_args): load_from_checkpoint(path) rebuilds the model from that
+        # alone. Built in Python they are objects, which a checkpoint must not pickle: left out. logger=False:
+        # the CLI logs the whole run config already.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Lightning's advice to leave out a network object: done below
+            self.save_hyperparameters(logger=False)
+        configs = {k: self.hparams[k] for k in OBJECTS if isinstance(self.hparams.get(k), dict)}
+        self.remove_ignored_hparams([k for k in OBJECTS if k not in configs])
+        # Plain values (what a DataModule links in may be typed: PositiveInt), for weights-only loading.
+        self.hparams.update(json.loads(json.dumps(configs)))
         self.optimizer = optimization.plain(optimizer or DEFAULT_OPTIMIZER)
         self.scheduler = optimization.plain(scheduler) if scheduler is not None else None
         # Metrics, not per-rank means: each sample weighs the same whatever rank saw it.
@@ -223,23 +239,29 @@ class ImageClassifier(LightningModule):
             shown = ", ".join(f"{w:.3g}" for w in weight.tolist()[:10])
             rank_zero_info(f"class weights (balanced): {shown}{', ...' if len(counts) > 10 else ''}")
 
-    def lr_factor(self, world_size: int) -> float:
-        """What every lr is multiplied by with ``world_size`` processes (see ``lr_scaling``)."""
-        return {"none": 1, "linear": world_size, "sqrt": world_size**0.5}[self.hparams.lr_scaling]
+    def lr_factor(self, world_size: int, accumulate: int = 1) -> float:
+        """What every lr is multiplied by with ``world_size`` processes, each adding up the gradients of
+        ``accumulate`` batches per step (see ``lr_scaling``)."""
+        n = world_size * accumulate
+        return {"none": 1, "linear": n, "sqrt": n**0.5}[self.hparams.lr_scaling]
 
-    def scaled_lr(self, world_size: int) -> float | None:
-        """The optimizer's lr with ``world_size`` processes; None where it takes no ``lr``."""
+    def scaled_lr(self, world_size: int, accumulate: int = 1) -> float | None:
+        """The optimizer's lr with ``world_size`` processes accumulating ``accumulate`` batches; None where
+        it takes no ``lr``."""
         lr = optimization.base_lr(self.optimizer)
-        return None if lr is None else lr * self.lr_factor(world_size)
+        return None if lr is None else lr * self.lr_factor(world_size, accumulate)
 
     def configure_optimizers(self) -> dict:
-        hp, world = self.hparams, self.trainer.world_size
-        factor = self.lr_factor(world)
+        hp, world, accumulate = self.hparams, self.trainer.world_size, self.trainer.accumulate_grad_batches
+        factor = self.lr_factor(world, accumulate)
         frozen = self.freezing.names if self.freezing else set()
         groups = optimization.param_groups(self.net, frozen, hp.norm_weight_decay)
         optimizer = optimization.build_optimizer(self.optimizer, groups, factor)
         lr = optimizer.param_groups[0]["lr"]
-        rank_zero_info(f"lr {lr:g} = {lr / factor:g} with {hp.lr_scaling} scaling to world size {world}")
+        accumulated = f" x {accumulate} accumulated batches" if accumulate > 1 else ""
+        rank_zero_info(
+            f"lr {lr:g} = {lr / factor:g} with {hp.lr_scaling} scaling to world size {world}{accumulated}"
+        )
         self.plan = {"optimizer": type(optimizer).__name__, "scheduler": None}
         if self.scheduler is None:
             return {"optimizer": optimizer}
@@ -295,6 +317,11 @@ class ImageClassifier(LightningModule):
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.resumed_plan = checkpoint.get("lr_plan")
         self.data_card = checkpoint.get("data", self.data_card)
+        # Built by load_from_checkpoint from the config of these: kept for the checkpoints it writes next.
+        saved = checkpoint.get("hyper_parameters", {})
+        self.hparams.update(
+            {k: saved[k] for k in OBJECTS if k not in self.hparams and isinstance(saved.get(k), dict)}
+        )
 
     def train(self, mode: bool = True) -> "ImageClassifier":
         super().train(mode)

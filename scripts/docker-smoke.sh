@@ -110,7 +110,7 @@ run "${entrypoint[@]}" fit --config configs/fashion_mnist.yaml --trainer.max_epo
 checkpoint=$(run sh -c 'ls -d runs/*/version_*/checkpoints/last.ckpt' | tail -1)
 run "${entrypoint[@]}" export --ckpt_path "$checkpoint" --format torchscript
 model=$(dirname "$(dirname "$checkpoint")")/model.pt
-run python -c "import torch; print('exported model: logits', tuple(torch.jit.load('$model')(torch.zeros(2, 1, 28, 28)).shape))"
+run python -c "import torch; print('exported model: probabilities', tuple(torch.jit.load('$model')(torch.zeros(2, 1, 28, 28, dtype=torch.uint8)).shape))"
 
 # Several machines run `--entrypoint torchrun` with their rendezvous arguments; one machine with 2 CPU
 # processes, --standalone on a free port, runs the same path (a minute); `timeout` makes a hang a failure.

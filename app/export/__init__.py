@@ -8,7 +8,7 @@ from typing import Literal
 
 from lightning import LightningDataModule, LightningModule, Trainer
 
-from app.export.files import check_exporter, default_output, input_sample, write
+from app.export.files import card, check_exporter, default_output, input_sample, write
 from app.runs import folder
 from app.runs.folder import run_folder
 from data.contract import provided
@@ -22,13 +22,16 @@ def export(
     format: Literal["onnx", "torchscript"] = "onnx",
     output: str | None = None,
     weights_only: bool | None = None,
+    input_dtype: Literal["uint8", "float32"] = "uint8",
 ) -> Path:
     """Write the network with a checkpoint's weights as an ONNX or TorchScript file.
 
-    The file maps normalized images (batch, channels, size, size), float32, any batch size,
-    to logits (batch, classes). Inputs are named ``images`` and outputs ``logits`` in ONNX. What the
-    checkpoint knows of its data (class names, input shape, mean and std) goes in as JSON values:
-    ONNX ``metadata_props``, TorchScript extra file ``data.json``.
+    By default the file takes images as a camera gives them, uint8 (batch, channels, size, size) at
+    the training size, any batch size, normalizes them inside and returns probabilities (batch,
+    classes); ``--input_dtype float32`` keeps the network alone: normalized float32 images in, logits
+    out. In ONNX the input is named ``images`` and the output ``probabilities`` or ``logits``. What the
+    checkpoint knows of its data (class names, input shape, mean and std) and the ``input_dtype`` go in
+    as JSON values: ONNX ``metadata_props``, TorchScript extra file ``data.json``.
 
     Args:
         trainer: the Trainer (this is its ``export`` method).
@@ -40,6 +43,8 @@ def export(
             (``model-2.onnx``, ... where an earlier export wrote those).
         weights_only: load the checkpoint with torch's weights-only unpickler (None: Lightning's
             choice).
+        input_dtype: ``uint8`` (raw images in, probabilities out) or ``float32`` (normalized images in,
+            logits out).
 
     Returns:
         The path written.
@@ -51,7 +56,9 @@ def export(
         checkpoint = trainer.strategy.load_checkpoint(ckpt_path, weights_only=weights_only)
         model.load_state_dict(checkpoint["state_dict"])
         model.on_load_checkpoint(checkpoint)  # its data card: class names, normalization
-    sample = input_sample(provided(datamodule, "in_channels"), provided(datamodule, "image_size"))
+    sample = input_sample(
+        provided(datamodule, "in_channels"), provided(datamodule, "image_size"), input_dtype
+    )
     if trainer.is_global_zero:
-        write(model, sample, path, format)
+        write(model, sample, path, format, card(model, datamodule))
     return path

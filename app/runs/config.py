@@ -8,6 +8,7 @@ import yaml
 from lightning import LightningModule, Trainer
 from lightning.pytorch.cli import SaveConfigCallback
 
+from app import versions
 from app.runs.folder import run_folder
 from data.files import write_whole
 
@@ -54,5 +55,6 @@ class RunConfig(SaveConfigCallback):
     def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         config = yaml.safe_load(self.dumped)
         config["git"] = git_state()
+        config["versions"] = versions.recorded()
         for logger in trainer.loggers:
             logger.log_hyperparams(config)

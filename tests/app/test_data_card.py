@@ -43,10 +43,10 @@ def test_predict_and_export_after_the_training_data_is_deleted(image_folder_root
 
     check(run_app("export", f"--ckpt_path={ckpt}", cwd=tmp_path))
     metadata = {p.key: json.loads(p.value) for p in onnx.load(str(run / "model.onnx")).metadata_props}
-    assert metadata == card
+    assert metadata == {**card, "input_dtype": "uint8", "output": "probabilities"}
     check(run_app("export", f"--ckpt_path={ckpt}", "--format=torchscript", cwd=tmp_path))
     files = {"data.json": ""}
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"`torch\.jit\.load` is deprecated")
         torch.jit.load(run / "model.pt", _extra_files=files)
-    assert json.loads(files["data.json"]) == card
+    assert json.loads(files["data.json"]) == {**card, "input_dtype": "uint8", "output": "probabilities"}

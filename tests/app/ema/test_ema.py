@@ -95,11 +95,12 @@ def test_predict_and_onnx_export_give_the_average(ema_run, mnist_root):
     from app.export.files import ONNX_TORCH  # the export part's, which a project may leave out
 
     if versions.needs("torch", ONNX_TORCH) is None:
-        check(run_app("export", f"--ckpt_path={best}", cwd=run.parents[2]))
+        check(run_app("export", f"--ckpt_path={best}", "--input_dtype=float32", cwd=run.parents[2]))
         session = onnxruntime.InferenceSession(str(run / "model.onnx"), providers=["CPUExecutionProvider"])
         logits = torch.from_numpy(session.run(["logits"], {"images": images[:5].numpy()})[0])
     else:  # a torch whose ONNX exporter fails here (the lowest versions'): the TorchScript file
-        check(run_app("export", f"--ckpt_path={best}", "--format=torchscript", cwd=run.parents[2]))
+        torchscript = ["--format=torchscript", "--input_dtype=float32"]
+        check(run_app("export", f"--ckpt_path={best}", *torchscript, cwd=run.parents[2]))
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore", DeprecationWarning)  # TorchScript's; the user asked for it
             logits = torch.jit.load(run / "model.pt")(images[:5])

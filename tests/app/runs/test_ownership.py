@@ -21,13 +21,14 @@ def error_line(result) -> str:
 
 
 def test_a_checkpoint_that_does_not_fit_is_refused_before_anything_is_written(
-    mnist_root, trained_here, tmp_path
+    cifar10_root, trained_here, tmp_path
 ):
-    data = f"--data.root={mnist_root}"
+    """The checkpoint brings its network (MnistCNN); colour images at 32 px do not fit its weights."""
+    cifar = ["--data=CIFAR10DataModule", f"--data.root={cifar10_root}", "--data.verify=false"]
     run = trained_here
     best = next((run / "checkpoints").glob("best-*.ckpt"))
     before = {p: digest(p) for p in run.rglob("*") if p.is_file()}
-    result = run_app("fit", data, "--model.net=CifarCNN", f"--ckpt_path={best}", cwd=tmp_path)
+    result = run_app("fit", *cifar, f"--ckpt_path={best}", cwd=tmp_path)
     line = error_line(result)
     assert line.startswith(f"error: --ckpt_path {best} does not fit this network: net.")
     assert {p: digest(p) for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == {
@@ -90,3 +91,16 @@ def test_ctrl_c_saves_last_ckpt_and_prints_the_resume_command(mnist_root, tmp_pa
     saved = last.relative_to(tmp_path)
     assert line.startswith(f"stopped by Ctrl-C: saved {saved}; resume with:")
     assert line.endswith("--ckpt_path last") and "python -m app fit" in line
+
+
+def test_a_network_other_than_the_checkpoints_is_one_line_not_a_silent_swap(
+    mnist_root, trained_here, tmp_path
+):
+    """The checkpoint holds its network: Lightning would put it over --model.net unsaid."""
+    best = next((trained_here / "checkpoints").glob("best-*.ckpt"))
+    args = [f"--data.root={mnist_root}", "--model.net=CifarCNN", f"--ckpt_path={best}"]
+    assert error_line(run_app("fit", *args, cwd=tmp_path)) == (
+        f"error: --ckpt_path {best} was trained with --model.net MnistCNN, this run has CifarCNN: drop "
+        "--model.net (the checkpoint's is used), or start a new run from its weights with "
+        f"--model.init_from {best}"
+    )

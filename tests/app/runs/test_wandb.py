@@ -7,6 +7,7 @@ One W&B run per job whatever the number of ranks is checked on the 2-process run
 
 import json
 import os
+from importlib.metadata import version
 
 import pytest
 import yaml
@@ -46,6 +47,7 @@ def test_offline_run_holds_the_config_and_a_resume_continues_it(mnist_root, tmp_
     for key in ("model", "data", "trainer", "seed_everything", "checkpoint"):
         assert logged[key] == saved[key], key
     assert len(logged["git"]["commit"]) == 40
+    assert logged["versions"]["torch"] == version("torch")
 
     # The resume in this process: only its run's folder name is read, not its records.
     for key in [key for key in os.environ if key.startswith("WANDB_")]:

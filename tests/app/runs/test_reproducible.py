@@ -1,0 +1,27 @@
+"""A run on request reproducible: ``--trainer.deterministic true`` twice on CPU, the same weights to the bit;
+each run records the releases its results depend on."""
+
+from importlib.metadata import packages_distributions, version
+
+import pytest
+import yaml
+from helpers.cli import check, load_probe, max_difference, probe, run_app, run_folder
+
+
+@pytest.mark.full  # two fits: 25 s on a busy 2-core machine
+def test_two_deterministic_cpu_runs_end_with_identical_weights_and_record_their_releases(
+    mnist_root, tmp_path
+):
+    args = [f"--data.root={mnist_root}", "--test_after_fit=false", "--trainer.deterministic=true"]
+    for name in ("first", "second"):
+        check(run_app("fit", *args, probe(tmp_path / name), cwd=tmp_path / name))
+    first, second = (load_probe(tmp_path / name, "end", 0) for name in ("first", "second"))
+    assert first["global_step"] == second["global_step"] == 4
+    assert max_difference(first["weights"], second["weights"]) == 0
+    assert max_difference(first["weights"], load_probe(tmp_path / "first", "start", 0)["weights"]) > 1e-3
+    recorded = yaml.safe_load((run_folder(tmp_path / "first") / "hparams.yaml").read_text())["versions"]
+    assert {k: recorded[k] for k in ("torch", "lightning", "torchvision")} == {
+        k: version(k) for k in ("torch", "lightning", "torchvision")
+    }
+    (project,) = packages_distributions()["app"]  # the name this project is installed under
+    assert recorded[project] == version(project)
