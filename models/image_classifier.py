@@ -117,7 +117,8 @@ class ImageClassifier(Inference, LightningModule):
             warnings.simplefilter("ignore")  # Lightning's advice to leave out a network object: done below
             self.save_hyperparameters(logger=False)
         configs = {k: self.hparams[k] for k in OBJECTS if isinstance(self.hparams.get(k), dict)}
-        self.remove_ignored_hparams([k for k in OBJECTS if k not in configs])
+        for key in (k for k in OBJECTS if k not in configs):
+            self.hparams.pop(key, None)  # what remove_ignored_hparams does (lightning 2.6.0 has none)
         # Plain values (what a DataModule links in may be typed: PositiveInt), for weights-only loading.
         self.hparams.update(json.loads(json.dumps(configs)))
         self.optimizer = optimization.plain(optimizer or DEFAULT_OPTIMIZER)
