@@ -77,3 +77,4 @@ format: setup
 include app/tune/tune.mk  # PostgreSQL for the tests of python -m app tune; an optional part (tune)
 include benchmarks/bench.mk  # make bench; an optional part (benchmarks)
 include docker.mk  # make docker-test; an optional part (Docker)
+include scripts/slurm.mk  # slurm-wlm and munge for the real-SLURM tests of scripts/slurm.sbatch

@@ -24,7 +24,8 @@ class LastCheckpoint(Callback):
     """What a resume needs: ``RUN/checkpoints/last.ckpt`` kept current, with every rank's random state.
 
     Saved every ``every_n_steps`` steps, at each epoch end, and when a SIGTERM to any rank stops them
-    all at one step end (a first Ctrl-C during fit counts as one); not on other exceptions (a NaN loss).
+    all at one step end (a first Ctrl-C during fit counts as one, and so does a SIGUSR1, SLURM's warning
+    before the time limit); not on other exceptions (a NaN loss).
     The step that ends an epoch saves, or stops, at that epoch's end, after its validation.
     Every checkpoint carries all ranks' random states, put back on resume (Lightning's ``save_last``
     saves only beside a best-k checkpoint, without them).
@@ -40,7 +41,7 @@ class LastCheckpoint(Callback):
         self.every_n_steps = every_n_steps
         self.saved_at = -1
         self.pending_rng: dict[str, Any] | None = None
-        self.handlers_before: dict[int, Any] = {}  # of SIGINT and SIGTERM, while training
+        self.handlers_before: dict[int, Any] = {}  # of SIGINT, SIGTERM and SIGUSR1, while training
         self.ctrl_c = self.sigterm = False
         self.agreement: Agreement | None = None  # with the other ranks, when there are any
 
@@ -102,8 +103,10 @@ class LastCheckpoint(Callback):
             self.agreement = Agreement(timedelta(seconds=seconds) if seconds else None)
         if threading.current_thread() is threading.main_thread():
             # Lightning's own SIGTERM handler acts on rank 0's signal only; its Ctrl-C handling stops
-            # each rank where it is. Here both are noted, and the ranks agree at each step end.
-            for signum in (signal.SIGINT, signal.SIGTERM):
+            # each rank where it is; its SLURM SIGUSR1 handler saves from inside the signal, out of step
+            # with the other ranks' collectives. Here all three are noted, and the ranks agree at each
+            # step end.
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
                 self.handlers_before[signum] = signal.signal(signum, self._note)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:

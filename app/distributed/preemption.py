@@ -1,4 +1,5 @@
-"""A SIGTERM (a scheduler's preemption) to any one process of a job stops every rank at the same step.
+"""A SIGTERM (a scheduler's preemption) or a SIGUSR1 (SLURM's warning before the time limit) to any one
+process of a job stops every rank at the same step.
 
 Lightning's own handler acts on rank 0's signal only, and broadcasts from inside it, out of step with
 the other ranks' collectives: a SIGTERM to another rank hangs the job. Here each process only notes the
