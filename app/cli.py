@@ -1,6 +1,7 @@
 """The command line: LightningCLI over ``models`` and ``data``, one run folder per run, one-line errors."""
 
 import difflib
+import functools
 import importlib.util
 import shlex
 import signal
@@ -330,6 +331,7 @@ def build(cli: type[CLI], args: list[str] | None) -> CLI:
     )
 
 
+@functools.cache
 def programs() -> dict[str, str]:
     """The optional parts of ``app/`` that are commands of their own (``app/NAME/command.py``), each
     with the first line of its docstring, read without importing it."""
