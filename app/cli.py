@@ -48,14 +48,17 @@ class CLI(LightningCLI):
                 folder.discard(run)  # a start that failed: nothing worth keeping
             if stopped(err) and run is not None:
                 finish_wandb()  # its closing lines before the resume line, which ends the output
-                # LastCheckpoint takes a first Ctrl-C during fit for a SIGTERM, so that it saves.
-                ctrl_c = getattr(self.config_init[self.subcommand].get("last_checkpoint"), "ctrl_c", False)
+                # LastCheckpoint stops for a first Ctrl-C during fit as for a SIGTERM, so that it saves.
+                last = self.config_init[self.subcommand].get("last_checkpoint")
+                signum = getattr(last, "stopped_by", 0) or signal.SIGTERM
+                ctrl_c = signum == signal.SIGINT
                 resume = ["python", "-m", "app", *without_ckpt_path(self.given), "--ckpt_path", "last"]
                 if rank_zero_only.rank == 0:  # the line once per job, not per rank
                     sys.stderr.write(
-                        f"stopped by {'Ctrl-C' if ctrl_c else 'SIGTERM'}: saved {last_of(run.folder)}; "
-                        f"resume with: {shlex.join(resume)}\n"
+                        f"stopped by {'Ctrl-C' if ctrl_c else signal.Signals(signum).name}: saved "
+                        f"{last_of(run.folder)}; resume with: {shlex.join(resume)}\n"
                     )
+                # 143 for any other signal: "stopped, last.ckpt saved" to a batch script (it requeues).
                 sys.exit(128 + (signal.SIGINT if ctrl_c else signal.SIGTERM))
             unreachable = getattr(getattr(self, "datamodule", None), "unreachable", None)
             if unreachable is not None:  # its own on_exception asked the store: gone

@@ -3,6 +3,7 @@
 import ctypes
 import importlib
 import os
+import signal
 import sys
 
 from app.errors import LOADERS, raised_in
@@ -12,8 +13,10 @@ USER_SETTINGS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "LD_PRELOAD
 
 
 def prepare() -> None:
-    """Tune the allocator, quiet a dead loader worker's echoes, and register ``--trainer.strategy dp``."""
+    """Tune the allocator, quiet a dead loader worker's echoes, ignore SIGUSR1 outside training, and
+    register ``--trainer.strategy dp``."""
     keep_freed_memory()
+    ignore_warning_signal()
     sys.unraisablehook = quiet_dead_workers
     importlib.import_module("app.dp").register()  # optional part: app/dp/
 
@@ -31,6 +34,17 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError):  # not glibc (musl, ...)
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, 32 << 20)) and bool(mallopt(M_TRIM_THRESHOLD, 1 << 30))
+
+
+def ignore_warning_signal() -> None:
+    """Ignore SIGUSR1 (SLURM's warning before the time limit) until training notes it (LastCheckpoint).
+
+    Its default action kills the process, during start-up too; and Lightning, finding it unhandled under
+    SLURM, installs a handler that saves and requeues from inside the signal, out of step with the other
+    ranks' collectives. A handler already set (yours, or the batch script's) is kept.
+    """
+    if signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 
 
 def quiet_dead_workers(unraisable) -> None:

@@ -34,7 +34,8 @@ class LastCheckpoint(Callback):
         every_n_steps: steps between saves; 0 saves at epoch ends (and on SIGTERM) only.
 
     Attributes:
-        ctrl_c: whether a Ctrl-C stopped training this way (the CLI says so, and exits with 130).
+        stopped_by: the signal that stopped training this way (SIGINT for a Ctrl-C), received by this
+            rank or another; 0 where none did. The CLI names it.
     """
 
     def __init__(self, every_n_steps: NonNegativeInt = 500) -> None:
@@ -42,7 +43,7 @@ class LastCheckpoint(Callback):
         self.saved_at = -1
         self.pending_rng: dict[str, Any] | None = None
         self.handlers_before: dict[int, Any] = {}  # of SIGINT, SIGTERM and SIGUSR1, while training
-        self.ctrl_c = self.sigterm = False
+        self.received = self.stopped_by = 0  # signal numbers; 0: none
         self.agreement: Agreement | None = None  # with the other ranks, when there are any
 
     def save(self, trainer: Trainer) -> None:
@@ -60,17 +61,19 @@ class LastCheckpoint(Callback):
             return
         if self.every_n_steps and trainer.global_step % self.every_n_steps == 0:
             self.save(trainer)
-        if self.sigterm if self.agreement is None else self.agreement.poll(self.sigterm):
-            self._stop(trainer)
+        if signum := self.received if self.agreement is None else self.agreement.poll(self.received):
+            self._stop(trainer, signum)
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self.save(trainer)
         # This step's flags too: no rank's signal is left for an epoch that may not come.
-        if self.sigterm if self.agreement is None else self.agreement.poll(self.sigterm, now=True):
-            self._stop(trainer)
+        agreed = self.received if self.agreement is None else self.agreement.poll(self.received, now=True)
+        if agreed:
+            self._stop(trainer, agreed)
 
-    def _stop(self, trainer: Trainer) -> None:
+    def _stop(self, trainer: Trainer, signum: int) -> None:
         # Saved here, not in on_exception: a rank that ddp_spawn started gets no on_exception.
+        self.stopped_by = signum
         self.save(trainer)
         stop()
 
@@ -96,7 +99,7 @@ class LastCheckpoint(Callback):
         if self.pending_rng is not None:
             restore_rng_states(self.pending_rng)
             self.pending_rng = None
-        self.ctrl_c = self.sigterm = False
+        self.received = self.stopped_by = 0
         if trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
             # It waits for a rank that is gone as long as the job's other collectives do.
             seconds = getattr(trainer, "collective_timeout", None)
@@ -122,9 +125,8 @@ class LastCheckpoint(Callback):
 
     def _note(self, signum: int, frame: object) -> None:
         if signum == signal.SIGINT:
-            self.ctrl_c = True
             signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C stops at once
-        self.sigterm = True
+        self.received = self.received or signum
 
 
 def collect_rng_states() -> dict[str, Any]:

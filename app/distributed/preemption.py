@@ -26,10 +26,11 @@ STATUS = 128 + signal.SIGTERM  # what a shell reports for a process a SIGTERM st
 
 
 class Agreement:
-    """Whether any rank received a SIGTERM, agreed on by every rank at the same step.
+    """Which signal, if any, a rank received, agreed on by every rank at the same step.
 
-    :meth:`poll` is a collective: every rank calls it at each step end. It starts an all-reduce of
-    this step's flag and returns the previous step's result: a stop lands one step after the signal.
+    :meth:`poll` is a collective: every rank calls it at each step end. It starts an all-reduce (the
+    largest signal number) of this step's signal and returns the previous step's result: a stop lands
+    one step after the signal.
     """
 
     def __init__(self, timeout: timedelta | None = None) -> None:
@@ -37,20 +38,20 @@ class Agreement:
         self.group = dist.new_group(backend="gloo", timeout=timeout)
         self.flag, self.work = torch.zeros(1), None
 
-    def poll(self, received: bool, now: bool = False) -> bool:
-        """Whether any rank had received one by the previous step (by this one, with ``now``: the
-        epoch's end, where no next step may come); starts this step's agreement."""
+    def poll(self, received: int, now: bool = False) -> int:
+        """The signal (its number; 0: none) any rank had received by the previous step (by this one,
+        with ``now``: the epoch's end, where no next step may come); starts this step's agreement."""
         asked = self._result()
-        self.flag.fill_(float(received))
-        self.work = dist.all_reduce(self.flag, group=self.group, async_op=True)
-        return asked or (now and self._result())
+        self.flag.fill_(received)
+        self.work = dist.all_reduce(self.flag, op=dist.ReduceOp.MAX, group=self.group, async_op=True)
+        return asked or (self._result() if now else 0)
 
-    def _result(self) -> bool:
+    def _result(self) -> int:
         if self.work is None:
-            return False
+            return 0
         self.work.wait()
         self.work = None
-        return self.flag.item() > 0
+        return int(self.flag.item())
 
     def finish(self) -> None:
         """Wait for the agreement in flight (every rank started it), so that none is left pending."""

@@ -39,6 +39,9 @@ class Cluster:
         ctld = slurmd = free_port()
         while slurmd == ctld:
             slurmd = free_port()
+        # Lightning's rendezvous port is 15000 + the job id's last 4 digits: the clusters of parallel test
+        # workers number their jobs 1000 apart, so that their jobs never share a port.
+        first_job = 1 + 1000 * int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
         self.socket = folder / "munge.socket"
         self.conf = folder / "slurm.conf"
         self.conf.write_text(
@@ -72,6 +75,7 @@ class Cluster:
                     "ReturnToService=2",
                     "KillWait=5",
                     "MinJobAge=600",
+                    f"FirstJobId={first_job}",
                     f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 State=UNKNOWN",
                     "PartitionName=tests Nodes=localhost Default=YES MaxTime=INFINITE State=UP",
                     "",

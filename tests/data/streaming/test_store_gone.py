@@ -65,7 +65,8 @@ def test_the_store_gone_mid_epoch_stops_with_one_line_and_resumes_exactly(
     assert errors[0].startswith(f"error: {URL}: the S3 endpoint {s3_server.endpoint} did not answer")
     assert "it stopped answering mid-run; once it is back, resume with: python -m app fit " in errors[0]
     assert errors[0].endswith(f" --ckpt_path last (from {last.relative_to(cut)})"), errors[0]
-    assert waited < 60, waited  # LitData's client gives up after its retries; no hang
+    # A hang guard: LitData's client gives up after its retries (10 s each).
+    assert waited < 60, f"fit hung {waited:.0f} s after the S3 server was killed mid-epoch"
 
     resumed = run_process("fit", *args, "--ckpt_path=last", probe(tmp_path / "cut-probe"), cwd=cut)
     check(resumed)
@@ -134,7 +135,8 @@ def test_the_store_gone_after_training_in_predict_and_validate_ends_within_secon
     best = line.split("test with: python -m app test --ckpt_path ", 1)[1]
     assert Path(cwd, best).parent == checkpoints and Path(best).name in kept, line
     assert "last.ckpt" in kept
-    assert waited < 60, waited  # was about 5 minutes: LitData's client retried its index read
+    # A hang guard: LitData's client retrying its index read took about 5 minutes.
+    assert waited < 60, f"the test after fit hung {waited:.0f} s after the S3 server was killed"
 
     tested = run_printed(line, "test with: ", cwd)
     assert tested.returncode == 0, tested.stderr[-3000:]
@@ -156,6 +158,6 @@ def test_the_store_gone_after_training_in_predict_and_validate_ends_within_secon
         line, waited = gone_while_held(s3_server, again, cwd, held)
         assert line.startswith(gone)
         assert line.endswith(f"once it is back, run it again: python -m app {shlex.join(again[3:])}"), line
-        assert waited < 60, waited
+        assert waited < 60, f"{subcommand} hung {waited:.0f} s after the S3 server was killed"
         rerun = run_printed(line, "run it again: ", cwd)
         assert rerun.returncode == 0, rerun.stderr[-3000:]
