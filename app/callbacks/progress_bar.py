@@ -27,12 +27,13 @@ class ImagesPerSecond(ProgressColumn):
 
 class ThrottledRichProgressBar(RichProgressBar):
     """A :class:`RichProgressBar` that redraws every ``refresh_rate`` steps, shows every training value
-    logged under ``prefix`` (``self.log("train/acc", acc)``) as the last logging step read it, and
-    shows images/s.
+    logged under ``prefix`` (``self.log("train/acc", acc)``) as last logged, and shows images/s.
 
     Lightning reads each value logged with ``prog_bar=True`` at every step (Lightning-AI/
     pytorch-lightning issue 20300): on a GPU, each read waits for the device. The values shown here
-    need no ``prog_bar=True``: they are read at the steps Lightning logs, all in one copy.
+    need no ``prog_bar=True``: they are those Lightning last sent to the loggers
+    (``trainer.logged_metrics``), so the bar reads nothing of its own; without a logger, it reads them
+    at the steps Lightning would log, all in one copy.
 
     Args:
         refresh_rate: steps between redraws.
@@ -43,11 +44,13 @@ class ThrottledRichProgressBar(RichProgressBar):
     def __init__(self, refresh_rate: int = 100, prefix: str = "train/", **kwargs: Any) -> None:
         super().__init__(refresh_rate=refresh_rate, **kwargs)
         self.prefix = prefix
-        self.values: dict[str, float] = {}  # as read at the last logging step
+        self.values: dict[str, float] = {}  # as read at the last logging step, where no logger reads them
         self.read_at = -1
 
     def get_metrics(self, trainer: Trainer, pl_module: LightningModule) -> dict[str, Any]:
-        return {**super().get_metrics(trainer, pl_module), **self.values}
+        logged = trainer.logged_metrics if trainer.loggers else self.values
+        shown = {name: value for name, value in logged.items() if name.startswith(self.prefix)}
+        return {**super().get_metrics(trainer, pl_module), **shown}
 
     def configure_columns(self, trainer: Trainer) -> list:
         columns = super().configure_columns(trainer)
@@ -59,7 +62,7 @@ class ThrottledRichProgressBar(RichProgressBar):
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx):
         every, step, done = trainer.log_every_n_steps, trainer.global_step, batch_idx + 1
-        if every and step % every == 0 and step != self.read_at:  # a step Lightning logs (and reads)
+        if not trainer.loggers and every and step % every == 0 and step != self.read_at:
             self.values, self.read_at = self.read(trainer), step
         if done % self.refresh_rate == 0 or done == self.total_train_batches:
             super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)

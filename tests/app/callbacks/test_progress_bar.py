@@ -1,9 +1,11 @@
 """The CLI's progress bar redraws (and asks for the metrics) every ``refresh_rate`` steps only, and
-shows the loss as last logged (read on the host at logging steps only: tests/app/test_host_reads.py)."""
+shows the loss as last logged (as the loggers got it; without one, read at logging steps only:
+tests/app/test_host_reads.py)."""
 
 import pytest
 from lightning import Trainer
 from lightning.pytorch.callbacks import RichProgressBar
+from lightning.pytorch.loggers import CSVLogger
 
 from app.callbacks.progress_bar import ThrottledRichProgressBar
 from data import MNISTDataModule
@@ -26,13 +28,13 @@ def counting(bar_class: type[RichProgressBar]) -> RichProgressBar:
     return Counting(refresh_rate=5)
 
 
-def fit(bar: RichProgressBar, mnist_root, tmp_path, **limits) -> Trainer:
+def fit(bar: RichProgressBar, mnist_root, tmp_path, logger=False, **limits) -> Trainer:
     """A short fit of the template's model on MNIST with ``bar`` as the only callback."""
     dm = MNISTDataModule(root=str(mnist_root), download=False, batch_size=16, num_workers=0, val_size=0.2)
     trainer = Trainer(
         **limits,
         limit_val_batches=0,
-        logger=False,
+        logger=logger,
         enable_checkpointing=False,
         enable_model_summary=False,
         callbacks=[bar],
@@ -57,3 +59,11 @@ def test_the_loss_is_shown_as_last_logged(mnist_root, tmp_path):
     # Logged without prog_bar=True (which Lightning would read at every step), shown by the bar.
     assert "train/loss" not in trainer.progress_bar_metrics
     assert bar.shown["train/loss"] == float(trainer.callback_metrics["train/loss"])
+
+
+def test_with_a_logger_the_bar_shows_what_lightning_logged(mnist_root, tmp_path):
+    bar = counting(ThrottledRichProgressBar)
+    logger = CSVLogger(tmp_path)
+    trainer = fit(bar, mnist_root, tmp_path, logger=logger, max_steps=10, log_every_n_steps=5)
+    assert bar.shown["train/loss"] == trainer.logged_metrics["train/loss"]  # the floats the loggers got
+    assert bar.values == {}  # nothing read of its own
