@@ -137,6 +137,15 @@ class Cluster:
         return result
 
     def stop(self) -> None:
+        """Cancel the jobs left (a failed test's), so that no task outlives the daemons, then stop them."""
+        if all(p.poll() is None for p in self.processes):
+            jobs = self.run("squeue", "-h", "-o", "%i", check=False).stdout.split()
+            if jobs:
+                self.run("scancel", "--signal=KILL", "--full", *jobs, check=False)
+                self.run("scancel", *jobs, check=False)
+                deadline = time.monotonic() + 60
+                while self.run("squeue", "-h", check=False).stdout.strip() and time.monotonic() < deadline:
+                    time.sleep(0.5)
         for p in reversed(self.processes):
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
