@@ -2,6 +2,7 @@
 own, and one line whose flag ``fit`` takes."""
 
 import csv
+import json
 import re
 from pathlib import Path
 
@@ -31,6 +32,16 @@ def suggestion(output: str) -> re.Match:
     return found
 
 
+def optimizer(record: Path) -> list[str]:
+    """The run's optimizer: SGD with a momentum and weight decay of its own, writing down its steps."""
+    return [
+        "--model.optimizer=helpers.recording_sgd.RecordingSGD",
+        f"--model.optimizer.record={record}",
+        "--model.optimizer.momentum=0.5",
+        "--model.optimizer.weight_decay=0.003",
+    ]
+
+
 def test_suggests_an_lr_in_the_range_that_fit_takes(mnist_root, tmp_path):
     # Another run of the same name: lr_find leaves its files as they are and works in a folder of its own.
     other = tmp_path / "runs" / "MNIST-MnistCNN" / "version_0"
@@ -38,8 +49,9 @@ def test_suggests_an_lr_in_the_range_that_fit_takes(mnist_root, tmp_path):
     (other / "checkpoints" / "last.ckpt").write_bytes(b"weights")
     (other / "config.yaml").write_text("model: {}\n")
     before = {p: p.read_bytes() for p in other.rglob("*") if p.is_file()}
+    steps = tmp_path / "steps.jsonl"
 
-    result = run_app("lr_find", f"--data.root={mnist_root}", *RANGE, cwd=tmp_path)
+    result = run_app("lr_find", f"--data.root={mnist_root}", *RANGE, *optimizer(steps), cwd=tmp_path)
     check(result)
     found = suggestion(result.stderr + result.stdout)
     lr = float(found["lr"])
@@ -54,8 +66,17 @@ def test_suggests_an_lr_in_the_range_that_fit_takes(mnist_root, tmp_path):
     assert {p: p.read_bytes() for p in other.rglob("*") if p.is_file()} == before
     assert not list((tmp_path / "runs").glob(".lr_find*"))  # Lightning's copy of the weights, removed
 
+    # The steps taken were the run's optimizer's, its other arguments as given, the lr the table's.
+    taken = [json.loads(line) for line in steps.read_text().splitlines()]
+    assert len(taken) == len(lrs)
+    for groups, tested in zip(taken, lrs, strict=True):
+        assert {(g["momentum"], g["weight_decay"]) for g in groups} == {(0.5, 0.003)}
+        assert [g["lr"] for g in groups] == pytest.approx([tested] * len(groups))
+
     # The flag it names is fit's, and carries the value.
-    printed = run_app("fit", found["flag"], found["value"], "--print_config", shrink=False, cwd=tmp_path)
+    printed = run_app(
+        "fit", *optimizer(steps), found["flag"], found["value"], "--print_config", shrink=False, cwd=tmp_path
+    )
     check(printed)
     assert yaml.safe_load(printed.stdout)["model"]["optimizer"]["init_args"]["lr"] == lr
 
