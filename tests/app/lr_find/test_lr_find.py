@@ -11,7 +11,7 @@ import yaml
 from helpers.cli import check, one_error_line, run_app, run_folder, run_process
 
 MIN_LR, MAX_LR = 1e-5, 1.0
-# 32 batches of 16 in the one epoch that SHRINK allows: the 16 steps fit in it.
+# 32 batches of 16 in the one epoch SHRINK allows (16 a rank under DDP of 2): the 16 steps fit in it.
 RANGE = [
     f"--min_lr={MIN_LR}",
     f"--max_lr={MAX_LR}",
