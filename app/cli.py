@@ -35,7 +35,7 @@ DEFAULTS = Path(__file__).resolve().parents[1] / "configs" / "defaults.yaml"
 
 
 class CLI(LightningCLI):
-    """``python -m app fit|validate|test|predict|export``; defaults in ``configs/defaults.yaml``."""
+    """``python -m app fit|validate|test|predict|export|lr_find``; defaults in ``configs/defaults.yaml``."""
 
     def __init__(self, *args, **kwargs) -> None:
         self.commands = commands_for(kwargs.get("args"))
@@ -350,7 +350,8 @@ def programs() -> dict[str, str]:
 def commands_for(args: list[str] | None) -> dict[str, set[str]]:
     """The subcommands to build for ``args``, with what each leaves out: the one named first alone (each
     parser resolves every signature anew), all for ``python -m app --help`` or a misspelt one."""
-    parts = {"export": hasattr(Trainer, "export"), "shard": importlib.util.find_spec("data.streaming")}
+    parts = {name: hasattr(Trainer, name) for name in ("export", "lr_find")}
+    parts["shard"] = importlib.util.find_spec("data.streaming")
     every = {**LightningCLI.subcommands(), **{n: {"model", "datamodule"} for n, on in parts.items() if on}}
     given = sys.argv[1:] if args is None else args
     return {given[0]: every[given[0]]} if given and given[0] in every else every

@@ -8,6 +8,7 @@ release that renames it fails there, named, rather than in a user's run.
 from datetime import timedelta
 
 import torch.distributed as dist
+from lightning import Trainer
 
 
 def set_collective_timeout(timeout: timedelta) -> None:
@@ -29,3 +30,13 @@ def compile_counters() -> dict[str, int]:
         "graph breaks": sum(counters["graph_break"].values()),
         "cudagraph skips": counters["inductor"]["cudagraph_skips"],
     }
+
+
+def spawns_ranks(trainer: Trainer) -> bool:
+    """Whether ``trainer``'s launcher runs the ranks in processes it starts from this one (``ddp_spawn``,
+    ``ddp_fork``, XLA) rather than being rank 0 itself: Lightning's ``_MultiProcessingLauncher``, which it
+    names nowhere publicly. Its ``Tuner`` ends a range test with an exception that such a rank leaves
+    uncaught (lightning issue 8983 reports ``lr_find`` under ``ddp_spawn`` failing)."""
+    from lightning.pytorch.strategies.launchers.multiprocessing import _MultiProcessingLauncher
+
+    return isinstance(trainer.strategy.launcher, _MultiProcessingLauncher)

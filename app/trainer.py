@@ -16,7 +16,8 @@ from app.distributed.preemption import forwarded_to_ranks
 
 
 class Trainer(lightning.Trainer):
-    """Lightning's Trainer, plus ``collective_timeout``, SyncBatchNorm on CPU and ``export`` (app/export/).
+    """Lightning's Trainer, plus ``collective_timeout``, SyncBatchNorm on CPU, ``export`` (app/export/) and
+    ``lr_find`` (app/lr_find/).
 
     Some of Lightning's arguments are restated with the range the parser checks (outside it Lightning
     fails mid-run, or trains wrongly). A flag that turns a feature off drops the callbacks providing it,
@@ -98,6 +99,7 @@ class Trainer(lightning.Trainer):
             super().fit(*args, **kwargs)
 
     from app.export import export  # optional part: app/export/ (python -m app export)
+    from app.lr_find import lr_find  # optional part: app/lr_find/ (python -m app lr_find)
 
     def shard(self, model: LightningModule, datamodule: LightningDataModule, output: str) -> str:
         """Write the data's splits as LitData shards to ``output``, a folder or ``s3://bucket/prefix``

@@ -11,11 +11,13 @@ import warnings
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 import torch.distributed as dist
+from lightning import Trainer
 
 import app
 from app.distributed.job import leave_process_group
-from app.internals import compile_counters, set_collective_timeout
+from app.internals import compile_counters, set_collective_timeout, spawns_ranks
 
 UPSTREAM = ("lightning", "jsonargparse", "argparse", "torch")
 # The norm layers' base classes torchvision's recipes use (set_weight_decay), and Python's ABC machinery.
@@ -101,3 +103,13 @@ def test_the_compile_counters_count_a_recompilation():
     assert after["frames compiled"] - before["frames compiled"] == 2
     for unchanged in ("graph breaks", "cudagraph skips"):
         assert after[unchanged] == before[unchanged], unchanged
+
+
+@pytest.mark.parametrize(
+    ("strategy", "spawns"), [("ddp_spawn", True), ("ddp_fork", True), ("ddp", False), ("auto", False)]
+)
+def test_spawned_ranks_are_told_from_a_launcher_that_is_rank_zero(strategy, spawns):
+    trainer = Trainer(
+        accelerator="cpu", devices=2 if strategy != "auto" else 1, strategy=strategy, logger=False
+    )
+    assert spawns_ranks(trainer) is spawns
