@@ -131,21 +131,21 @@ class Tune:
                 f"{self.folder / name} this machine does not see: it trains from the start",
                 file=sys.stderr,
             )
-        print(
-            f"trial {trial.number}{self.shown(trial)}: started, log {self.folder / name / 'output.log'}",
-            file=sys.stderr,
-            flush=True,
-        )
+        fits = repeats(self.seeds, self.options.folds)
+        several = f" (fit 1 of {len(fits)})" if len(fits) > 1 else ""
+        log = self.folder / name / fits[0][0] / "output.log"
+        shown = f"trial {trial.number}{self.shown(trial)}"
+        print(f"{shown}: started, log {log}{several}", file=sys.stderr, flush=True)
         beat = Heartbeat(study, storage, trial.number, os.getpid())
-        started, fits = time.monotonic(), []
+        started, ended = time.monotonic(), []
         env = {**os.environ, "WANDB_RUN_GROUP": self.name}
         try:
-            for number, (part, extra) in enumerate(repeats(self.seeds, self.options.folds)):
+            for number, (part, extra) in enumerate(fits):
                 sub = f"{name}/{part}" if part else name
                 run, channel = self.folder / sub, self.folder / CHANNELS / sub
                 kept = results.fit_value(channel)
                 if kept is not None:
-                    fits.append(Fit([kept]))
+                    ended.append(Fit([kept]))
                     continue
                 command = fit_command(
                     self.fit_args,
@@ -158,7 +158,7 @@ class Tune:
                 )
                 stop = lambda: beat.taken.is_set() or beat.lost.is_set()  # noqa: E731
                 fit = run_fit(command, run, channel, trial if number == 0 else None, env, stop)
-                fits.append(fit)
+                ended.append(fit)
                 if fit.error or fit.pruned:
                     break
                 if fit.best(self.space.direction) is None:
@@ -189,7 +189,7 @@ class Tune:
             self.requeue(study, storage, trial, "stopped; queued to resume")
             raise
         beat.stop()
-        self.finish(study, trial, fits, time.monotonic() - started)
+        self.finish(study, trial, ended, time.monotonic() - started)
 
     @staticmethod
     def requeue(

@@ -35,6 +35,7 @@ def test_repeats_over_seeds_report_their_mean_and_spread(mnist_root, tmp_path):
     assert {seed: float(row[f"seed {seed}"]) for seed in found} == pytest.approx(found)
     assert (float(row["value"]), float(row["std"])) == pytest.approx((mean, spread))
     assert f"val/acc {mean:.4f} ± {spread:.4f} over 3 seeds" in result.stderr
+    assert "trial 0: started, log runs/tune/seeds/trial-000/seed-7/output.log (fit 1 of 3)" in result.stderr
     best = yaml.safe_load((folder / "best.yaml").read_text())
     assert best["seed_everything"] == 7  # the first seed's run: the config as given
 
