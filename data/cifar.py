@@ -33,6 +33,12 @@ class CIFAR10DataModule(TorchvisionDataModule):
     def data_dir(self) -> Path:
         return Path(self.root, self.dataset_class.base_folder)
 
+    def data_files(self) -> list[Path]:
+        cls = self.dataset_class
+        return [self.data_dir / name for name, _ in [*cls.train_list, *cls.test_list]] + [
+            self.data_dir / cls.meta["filename"]
+        ]
+
     def damaged_file(self) -> str | None:
         cls = self.dataset_class
         for name, md5 in [*cls.train_list, *cls.test_list, (cls.meta["filename"], cls.meta["md5"])]:

@@ -26,6 +26,9 @@ class ClassificationData(Protocol):
     def predict_id(self, index: int) -> int | str:
         """What names sample ``index`` of the predict set in predictions.csv."""
 
+    def fingerprint(self) -> str | None:
+        """A short digest of the data files read, recorded with each run (None: not known)."""
+
     def check_test_split(self) -> None:
         """Raise ``DataError`` where the test split does not fit the training split (an image folder's
         test/ with other classes). Fit calls it before training; it must not need ``prepare_data``."""

@@ -30,6 +30,9 @@ class MNISTDataModule(TorchvisionDataModule):
     def data_dir(self) -> Path:
         return Path(self.root, self.dataset_class.__name__, "raw")
 
+    def data_files(self) -> list[Path]:
+        return [self.data_dir / Path(archive).stem for archive, _ in self.dataset_class.resources]
+
     def damaged_file(self) -> str | None:
         for archive, _ in self.dataset_class.resources:
             path = self.data_dir / Path(archive).stem

@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchvision.transforms import v2
 
+from data.fingerprint import fingerprint
 from data.folds import check_folds, fold_indices
 from data.samplers import BalancedEpochSampler, BalancedSampler, EpochSampler
 
@@ -157,6 +158,17 @@ class VisionDataModule(LightningDataModule):
     def load(self, train: bool) -> Dataset:
         """The train or test set on disk, yielding (PIL image, label)."""
         raise NotImplementedError
+
+    def data_files(self) -> list[str | os.PathLike]:
+        """The files the data set is read from, for :meth:`fingerprint`; a subclass names its own (none
+        here: no fingerprint)."""
+        return []
+
+    def fingerprint(self) -> str | None:
+        """16 hex digits standing for :meth:`data_files`: their names under ``root``, sizes and bytes
+        (modification times past 256 MiB in all; see :func:`data.fingerprint.fingerprint`). None where
+        no file is named or found."""
+        return fingerprint(self.root, self.data_files())
 
     def eval_transform(self) -> Callable:
         """Image to normalized float tensor, ``image_size`` square (see :class:`ToSize`)."""

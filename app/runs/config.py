@@ -10,6 +10,7 @@ from lightning.pytorch.cli import SaveConfigCallback
 
 from app import versions
 from app.runs.folder import run_folder
+from data.contract import provided
 from data.files import write_whole
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -56,5 +57,7 @@ class RunConfig(SaveConfigCallback):
         config = yaml.safe_load(self.dumped)
         config["git"] = git_state()
         config["versions"] = versions.recorded()
+        fingerprint = provided(trainer.datamodule, "fingerprint")  # on rank 0 only: save_config's
+        config["data_fingerprint"] = fingerprint() if fingerprint is not None else None
         for logger in trainer.loggers:
             logger.log_hyperparams(config)

@@ -1,4 +1,5 @@
-"""What a study tunes: its search space, metric, folds and every resolved fit setting, kept in the study.
+"""What a study tunes: its search space, metric, folds, seeds and every resolved fit setting, kept in
+the study.
 
 A rerun with other settings is another study: under a name derived from its own settings where the
 name was the default one, refused (naming the keys that differ) where ``--tune.study_name`` gave it.
@@ -46,15 +47,19 @@ def flatten(config: Namespace | dict, prefix: str = "") -> dict[str, Any]:
     return found
 
 
-def identity(config: Namespace, searched: list[str], space: str, folds: int) -> dict[str, Any]:
+def identity(
+    config: Namespace, searched: list[str], space: str, folds: int, seeds: int = 1
+) -> dict[str, Any]:
     """The settings a study is made of: fit's resolved ``config`` but the ``searched`` keys and
-    :data:`UNTUNED`, with the space's hash and the folds."""
+    :data:`UNTUNED`, with the space's hash, the folds and the seeds (only where more than one: a study
+    of one seed keeps the settings it was made with)."""
     settings = {
         key: value
         for key, value in flatten(config).items()
         if key not in searched and not any(key == u or key.startswith(u + ".") for u in UNTUNED)
     }
-    return {"tune.space": space, "tune.folds": folds, **settings}
+    repeats = {"tune.seeds": seeds} if seeds > 1 else {}
+    return {"tune.space": space, "tune.folds": folds, **repeats, **settings}
 
 
 def digest(settings: dict[str, Any]) -> str:

@@ -45,8 +45,11 @@ class Probe(CLI):
     def parse_arguments(self, parser, args: list[str]) -> None:
         super().parse_arguments(parser, args)
         config = self.config.fit
-        if config.tune.space is None and config.tune.folds == 1:
-            raise UsageError("tune needs --tune.space FILE (a search) or --tune.folds K (a cross-validation)")
+        if config.tune.space is None and config.tune.folds == 1 and config.tune.seeds == 1:
+            raise UsageError(
+                "tune needs --tune.space FILE (a search), --tune.folds K (a cross-validation) or "
+                "--tune.seeds N (repeats over seeds)"
+            )
         for path in config.get("config") or []:
             if path is not None and "tune" in (yaml.safe_load(path.read_text()) or {}):
                 raise UsageError(

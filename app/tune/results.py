@@ -1,4 +1,8 @@
-"""What a study leaves in its folder: ``trials.csv``, ``best.yaml`` and Optuna's plots."""
+"""What a study leaves in its folder: ``trials.csv``, ``best.yaml`` and Optuna's plots.
+
+``trials.csv`` has a row a trial: its values, its value (the mean over its fits where it has several),
+``std`` (over its folds, or its seeds), a ``seed S`` column a seed under ``--tune.seeds`` (that seed's
+value), its run folder, time and error."""
 
 import csv
 import io
@@ -16,6 +20,7 @@ from app.tune.space import Space
 from app.tune.study import ERROR, HOST, RESUMES, RUN, SURPLUS
 
 REPORT = "app.tune.report.TrialReport"
+SEEDS = "seeds"  # a trial's user attribute under --tune.seeds: each seed's value, by seed
 
 
 def fit_value(channel: Path) -> float | None:
@@ -34,9 +39,11 @@ def write(study: optuna.Study, folder: Path, space: Space, base, draw: bool = Tr
     """``trials.csv``, ``best.yaml``, the plots (where ``draw``), and the summary line."""
     trials = [t for t in study.get_trials(deepcopy=False) if not t.user_attrs.get(SURPLUS)]
     keys = sorted({key for t in trials for key in t.params})
+    seeds = sorted({int(seed) for t in trials for seed in t.user_attrs.get(SEEDS, {})})
     rows = io.StringIO()
     writer = csv.writer(rows)
-    writer.writerow(["number", "state", *keys, "value", "std", "run", "seconds", "resumes", "error"])
+    columns = ["number", "state", *keys, "value", "std", *(f"seed {s}" for s in seeds)]
+    writer.writerow([*columns, "run", "seconds", "resumes", "error"])
     for t in trials:
         seconds = t.duration.total_seconds() if t.duration else ""
         writer.writerow(
@@ -46,6 +53,7 @@ def write(study: optuna.Study, folder: Path, space: Space, base, draw: bool = Tr
                 *(t.params.get(k, "") for k in keys),
                 "" if t.value is None else t.value,
                 t.user_attrs.get("std", ""),
+                *(t.user_attrs.get(SEEDS, {}).get(str(s), "") for s in seeds),
                 t.user_attrs.get(RUN, ""),
                 f"{seconds:.1f}" if seconds else "",
                 t.user_attrs.get(RESUMES, ""),
@@ -75,7 +83,7 @@ def summary(best: FrozenTrial, trials: list[FrozenTrial], space: Space) -> None:
 def best_config(best: FrozenTrial, folder: Path, base) -> None:
     """``best.yaml``: the best trial's run config, as ``python -m app fit --config best.yaml`` trains it."""
     run = folder / best.user_attrs[RUN]
-    found = sorted(run.glob("version_*/config.yaml")) or sorted(run.glob("fold-0/version_*/config.yaml"))
+    found = sorted(first_fit(run).glob("version_*/config.yaml"))
     if not found:
         host = best.system_attrs.get(HOST, "another machine")
         print(
@@ -95,6 +103,13 @@ def best_config(best: FrozenTrial, folder: Path, base) -> None:
     data.pop("folds", None), data.pop("fold", None)  # trained on the whole training split, as fit does
     header = f"# Trial {best.number}, the best of study {folder.name}: python -m app fit --config best.yaml\n"
     replace(folder / "best.yaml", header + yaml.safe_dump(config, sort_keys=False))
+
+
+def first_fit(run: Path) -> Path:
+    """The folder of a trial's first fit under its folder ``run``: its first seed's, its first fold's."""
+    seeds = sorted(run.glob("seed-*"), key=lambda p: int(p.name.removeprefix("seed-")))
+    first = seeds[0] if seeds else run
+    return first / "fold-0" if (first / "fold-0").is_dir() else first
 
 
 def plots(study: optuna.Study, folder: Path) -> None:

@@ -144,6 +144,23 @@ def run_fit(
     return fit
 
 
+def repeats(seeds: list[int] | None, folds: int) -> list[tuple[str, dict[str, object]]]:
+    """The fits of a trial, in order: each one's folder under the trial's (empty for a trial of one fit)
+    and its own flags; every fold of ``seeds[0]`` (None: the config's seed), then of the next seed."""
+    found: list[tuple[str, dict[str, object]]] = []
+    for seed in seeds or [None]:
+        for fold in range(folds):
+            parts, flags = [], {}
+            if seed is not None:
+                parts.append(f"seed-{seed}")
+                flags["seed_everything"] = seed
+            if folds > 1:
+                parts.append(f"fold-{fold}")
+                flags.update({"data.folds": folds, "data.fold": fold})
+            found.append(("/".join(parts), flags))
+    return found
+
+
 class Stopped(Exception):
     """The tune process stopped a running fit (its trial taken over, or its storage gone)."""
 

@@ -223,6 +223,11 @@ class ImageFolderDataModule(VisionDataModule):
         wanted = dict.fromkeys(["train", "val", self.test_on])
         return [split for split in wanted if split == "train" or Path(self.root, split).is_dir()]
 
+    def data_files(self) -> list[str]:
+        if self.trainer is not None and self.trainer.predicting:
+            return []  # predictions read predict_dir or test/ alone, train/ perhaps absent (prepare_data)
+        return [path for split in self.splits() for path, _ in self.folder(split).samples]
+
     def prepare_data(self) -> None:
         # Lightning runs this on one process per node, the others waiting: the decoded copies are
         # written once. Where ROOT is read-only, each process decodes in memory (setup says so).

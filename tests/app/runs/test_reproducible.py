@@ -1,11 +1,13 @@
 """A run on request reproducible: ``--trainer.deterministic true`` twice on CPU, the same weights to the bit;
-each run records the releases its results depend on."""
+each run records the releases its results depend on, and the fingerprint of the data it trained on."""
 
 from importlib.metadata import packages_distributions, version
 
 import pytest
 import yaml
 from helpers.cli import check, load_probe, max_difference, probe, run_app, run_folder
+
+from data import MNISTDataModule
 
 
 @pytest.mark.full  # two fits: 25 s on a busy 2-core machine
@@ -25,3 +27,9 @@ def test_two_deterministic_cpu_runs_end_with_identical_weights_and_record_their_
     }
     (project,) = set(packages_distributions()["app"])  # the name it is installed under (listed once a file)
     assert recorded[project] == version(project)
+
+
+def test_a_run_records_the_fingerprint_of_its_data(trained_run, mnist_root):
+    recorded = yaml.safe_load((run_folder(trained_run) / "hparams.yaml").read_text())
+    expected = MNISTDataModule(root=str(mnist_root)).fingerprint()
+    assert expected is not None and recorded["data_fingerprint"] == expected

@@ -14,6 +14,8 @@ import yaml
 from helpers.cli import SHRINK_WANDB, check, run_app, run_folder, run_process, wandb_offline_env
 from helpers.wandb_files import records
 
+from data import MNISTDataModule
+
 
 def logged_config(run_dir) -> dict:
     config = {}
@@ -48,6 +50,7 @@ def test_offline_run_holds_the_config_and_a_resume_continues_it(mnist_root, tmp_
         assert logged[key] == saved[key], key
     assert len(logged["git"]["commit"]) == 40
     assert logged["versions"]["torch"] == version("torch")
+    assert logged["data_fingerprint"] == MNISTDataModule(root=str(mnist_root)).fingerprint()
 
     # The resume in this process: only its run's folder name is read, not its records.
     for key in [key for key in os.environ if key.startswith("WANDB_")]:

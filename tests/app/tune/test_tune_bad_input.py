@@ -68,7 +68,8 @@ def test_a_metric_the_model_never_logs(mnist_root, tmp_path, monkeypatch):
 
 
 def test_neither_a_space_nor_folds_and_a_flag_of_neither(mnist_root, tmp_path):
-    assert "--tune.space FILE" in refused(tmp_path, f"--data.root={mnist_root}", space=None)
+    line = refused(tmp_path, f"--data.root={mnist_root}", space=None)
+    assert all(flag in line for flag in ("--tune.space FILE", "--tune.folds K", "--tune.seeds N"))
     line = refused(tmp_path, f"--data.root={mnist_root}", "--tune.spaec=x.yaml", space=None)
     assert "--tune.spaec" in line and line.endswith("; close: --tune.space")
     # Typos of tune's flags and of fit's are told alike, by the CLI's parser.
