@@ -24,12 +24,12 @@ class WandbLogger(LightningWandbLogger):
     - Offline, in one line with the ``wandb sync`` command, where it cannot be online (``WANDB_MODE`` wins).
     - Under a W&B sweep agent, the run is the trial the agent started, grouped by its sweep.
 
-    Its options are Lightning's (less ``experiment``, and ``version`` and ``dir``, which repeat ``id``
-    and ``save_dir``) and ``wandb.init``'s that a run is given; ``settings`` takes W&B's others. They are
-    named here rather than passed on as ``**kwargs``, which jsonargparse resolves to ``wandb.init``'s own by
-    importing wandb at every command's start, ``--help`` included. An option left unset is not passed on.
+    Its options are Lightning's and ``wandb.init``'s, named here rather than passed on as ``**kwargs``,
+    which jsonargparse resolves to ``wandb.init``'s by importing wandb at every command's start,
+    ``--help`` included. An option of ``wandb.init``'s left unset is not passed on.
 
     Args:
+        experiment: A W&B run already started, from Python only.
         entity: The W&B user or team whose project the run goes to (default: your default entity).
         notes: A longer description of the run.
         tags: Labels shown with the run in W&B's tables.
@@ -46,7 +46,9 @@ class WandbLogger(LightningWandbLogger):
         resume_from: ``RUN_ID?_step=N``: that run from step N on, its later history dropped.
         fork_from: ``RUN_ID?_step=N``: a new run, starting from that run's step N.
         save_code: Upload the program's main file with the run.
+        tensorboard: W&B's older name of ``sync_tensorboard``.
         sync_tensorboard: Upload TensorBoard's event files with the run.
+        monitor_gym: Log videos of a Gym environment.
         settings: W&B's further settings, as a dict of ``wandb.Settings`` fields.
     """
 
@@ -56,9 +58,13 @@ class WandbLogger(LightningWandbLogger):
         save_dir: str = ".",
         name: str | None = None,
         id: str | None = None,
-        project: str | None = None,
         offline: bool = False,
         log_model: bool | Literal["all"] = False,
+        version: str | None = None,
+        dir: str | None = None,
+        anonymous: bool | None = None,
+        project: str | None = None,
+        experiment: Any = None,
         prefix: str = "",
         checkpoint_name: str | None = None,
         add_file_policy: Literal["mutable", "immutable"] = "mutable",
@@ -78,7 +84,9 @@ class WandbLogger(LightningWandbLogger):
         resume_from: str | None = None,
         fork_from: str | None = None,
         save_code: bool | None = None,
+        tensorboard: bool | None = None,
         sync_tensorboard: bool | None = None,
+        monitor_gym: bool | None = None,
         settings: dict[str, Any] | None = None,
     ) -> None:
         run = Path(save_dir)
@@ -121,7 +129,9 @@ class WandbLogger(LightningWandbLogger):
             "resume_from": resume_from,
             "fork_from": fork_from,
             "save_code": save_code,
+            "tensorboard": tensorboard,
             "sync_tensorboard": sync_tensorboard,
+            "monitor_gym": monitor_gym,
             "settings": settings,
         }
         super().__init__(
@@ -131,6 +141,10 @@ class WandbLogger(LightningWandbLogger):
             project=project,
             offline=offline,
             log_model=log_model,
+            version=version,
+            dir=dir,
+            anonymous=anonymous,
+            experiment=experiment,
             prefix=prefix,
             checkpoint_name=checkpoint_name,
             add_file_policy=add_file_policy,

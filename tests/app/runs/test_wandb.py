@@ -5,6 +5,7 @@ One W&B run per job whatever the number of ranks is checked on the 2-process run
 ``tests/app/distributed/test_distributed.py``, which log to W&B.
 """
 
+import inspect
 import json
 import os
 import sys
@@ -76,6 +77,26 @@ def test_help_and_print_config_start_without_importing_wandb(tmp_path):
     logger = yaml.safe_load(printed["--print_config"])["trainer"]["logger"]
     assert logger["class_path"] == "app.runs.wandb_logger.WandbLogger"
     assert {k: logger["init_args"][k] for k in WANDB_OPTIONS} == WANDB_OPTIONS
+
+
+def test_a_config_naming_every_option_of_lightnings_logger_and_wandb_init_loads(tmp_path):
+    """The logger takes the options of Lightning's W&B logger and of ``wandb.init``: a run's
+    ``config.yaml`` that names them all (as every run recorded them) still loads, and names no other."""
+    wandb = pytest.importorskip("wandb")
+    from lightning.pytorch.loggers import WandbLogger
+
+    options = {}
+    for function in (WandbLogger, wandb.init):
+        for name, parameter in inspect.signature(function).parameters.items():
+            if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                plain = isinstance(parameter.default, str | bool | None)  # wandb's "not set" is an object
+                options.setdefault(name, parameter.default if plain else None)
+    config = tmp_path / "config.yaml"
+    logger = {"class_path": "app.runs.wandb_logger.WandbLogger", "init_args": options}
+    config.write_text(yaml.safe_dump({"trainer": {"logger": logger}}))
+    result = run_app("fit", f"--config={config}", "--print_config", shrink=False, cwd=tmp_path)
+    check(result)
+    assert yaml.safe_load(result.stdout)["trainer"]["logger"]["init_args"] == options
 
 
 @pytest.mark.full
