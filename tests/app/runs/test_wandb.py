@@ -1,5 +1,6 @@
 """W&B, the default logger: offline by itself, the CLI config as the run's config, and a resume that
-continues the same run. Read back from the offline run files.
+continues the same run. Read back from the offline run files. Its options parse without importing
+wandb, which a command imports only when its run starts.
 
 One W&B run per job whatever the number of ranks is checked on the 2-process runs of
 ``tests/app/distributed/test_distributed.py``, which log to W&B.
@@ -62,8 +63,8 @@ def imported_modules(stderr: str) -> set[str]:
 
 
 def test_help_and_print_config_start_without_importing_wandb(tmp_path):
-    """The default logger's options are read from its own signature: wandb (a third of a second) is
-    imported when a run starts, not by ``--help`` nor ``--print_config``, which still take its options."""
+    """The default logger's options are read from its own signature: wandb is imported when a run
+    starts, not by ``--help`` nor ``--print_config``, which still take its options."""
     printed = {}
     for flags in (["--help"], [*wandb_flags(), "--print_config"]):
         command = [sys.executable, "-X", "importtime", "-m", "app", "fit", *flags]
