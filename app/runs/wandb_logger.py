@@ -5,7 +5,7 @@ import os
 import secrets
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from lightning.pytorch.loggers import WandbLogger as LightningWandbLogger
@@ -23,23 +23,77 @@ class WandbLogger(LightningWandbLogger):
       named ``NAME/version_N``.
     - Offline, in one line with the ``wandb sync`` command, where it cannot be online (``WANDB_MODE`` wins).
     - Under a W&B sweep agent, the run is the trial the agent started, grouped by its sweep.
+
+    Its options are Lightning's and ``wandb.init``'s, named here rather than passed on as ``**kwargs``,
+    which jsonargparse resolves to ``wandb.init``'s by importing wandb at every command's start,
+    ``--help`` included. An option of ``wandb.init``'s left unset is not passed on.
+
+    Args:
+        experiment: A W&B run already started, from Python only.
+        entity: The W&B user or team whose project the run goes to (default: your default entity).
+        notes: A longer description of the run.
+        tags: Labels shown with the run in W&B's tables.
+        config: Values added to the run's config besides the CLI's own: a dict, or a YAML file's path.
+        config_exclude_keys: Keys of ``config`` left out.
+        config_include_keys: The only keys of ``config`` kept.
+        allow_val_change: Whether a later update of the run's config may change a value.
+        group: The group of runs this one is shown in (a sweep's trials: ``sweep-ID`` unless given).
+        job_type: What the run does within its group, e.g. ``train`` or ``eval``.
+        mode: ``online``, ``offline``, ``disabled`` or ``shared`` (``WANDB_MODE`` sets it too).
+        force: Refuse to start a run unless logged in to W&B.
+        reinit: What starting a run does to one already running in this process.
+        resume: Whether ``id`` must, may or must not name an existing run (unset: Lightning's ``allow``).
+        resume_from: ``RUN_ID?_step=N``: that run from step N on, its later history dropped.
+        fork_from: ``RUN_ID?_step=N``: a new run, starting from that run's step N.
+        save_code: Upload the program's main file with the run.
+        tensorboard: W&B's older name of ``sync_tensorboard``.
+        sync_tensorboard: Upload TensorBoard's event files with the run.
+        monitor_gym: Log videos of a Gym environment.
+        settings: W&B's further settings, as a dict of ``wandb.Settings`` fields.
     """
 
     def __init__(
         self,
-        *args: Any,
+        *,
         save_dir: str = ".",
         name: str | None = None,
         id: str | None = None,
         offline: bool = False,
-        log_model: bool | str = False,
-        **kwargs: Any,
+        log_model: bool | Literal["all"] = False,
+        version: str | None = None,
+        dir: str | None = None,
+        anonymous: bool | None = None,
+        project: str | None = None,
+        experiment: Any = None,
+        prefix: str = "",
+        checkpoint_name: str | None = None,
+        add_file_policy: Literal["mutable", "immutable"] = "mutable",
+        entity: str | None = None,
+        notes: str | None = None,
+        tags: list[str] | None = None,
+        config: dict[str, Any] | str | None = None,
+        config_exclude_keys: list[str] | None = None,
+        config_include_keys: list[str] | None = None,
+        allow_val_change: bool | None = None,
+        group: str | None = None,
+        job_type: str | None = None,
+        mode: Literal["online", "offline", "disabled", "shared"] | None = None,
+        force: bool | None = None,
+        reinit: bool | Literal["default", "return_previous", "finish_previous", "create_new"] | None = None,
+        resume: bool | Literal["allow", "never", "must", "auto"] | None = None,
+        resume_from: str | None = None,
+        fork_from: str | None = None,
+        save_code: bool | None = None,
+        tensorboard: bool | None = None,
+        sync_tensorboard: bool | None = None,
+        monitor_gym: bool | None = None,
+        settings: dict[str, Any] | None = None,
     ) -> None:
         run = Path(save_dir)
         rank_zero = job_rank_zero()
         trial = sweep_trial()
         if trial:
-            id, kwargs["group"] = trial[1], kwargs.get("group") or f"sweep-{trial[0]}"
+            id, group = trial[1], group or f"sweep-{trial[0]}"
             if rank_zero and not (run / ID_FILE).is_file():
                 (run / ID_FILE).write_text(id + "\n")
             rank_zero_info(
@@ -49,17 +103,52 @@ class WandbLogger(LightningWandbLogger):
             name = name or f"{run.resolve().parent.name}/{run.name}"
             id = id or run_id(run, create=rank_zero)
         # Only rank 0 starts the W&B run: the other ranks need not probe the service.
-        reason = None if offline or not rank_zero else offline_reason()
+        reason = None if offline or mode or not rank_zero else offline_reason()
         dropped = "; log_model is off" if reason and log_model else ""
         if reason:
             offline, log_model = True, False  # Lightning refuses log_model offline
-        if rank_zero and (offline or os.environ.get("WANDB_MODE") in ("offline", "dryrun")):
+        if rank_zero and (offline or (mode or os.environ.get("WANDB_MODE")) in ("offline", "dryrun")):
             rank_zero_info(
                 f"W&B offline{f' ({reason})' if reason else ''}: the run is kept in {run}/wandb; "
                 f"upload it later with: wandb sync {run}/wandb/offline-run-*{dropped}"
             )
+        init = {
+            "entity": entity,
+            "notes": notes,
+            "tags": tags,
+            "config": config,
+            "config_exclude_keys": config_exclude_keys,
+            "config_include_keys": config_include_keys,
+            "allow_val_change": allow_val_change,
+            "group": group,
+            "job_type": job_type,
+            "mode": mode,
+            "force": force,
+            "reinit": reinit,
+            "resume": resume,
+            "resume_from": resume_from,
+            "fork_from": fork_from,
+            "save_code": save_code,
+            "tensorboard": tensorboard,
+            "sync_tensorboard": sync_tensorboard,
+            "monitor_gym": monitor_gym,
+            "settings": settings,
+        }
         super().__init__(
-            *args, save_dir=save_dir, name=name, id=id, offline=offline, log_model=log_model, **kwargs
+            save_dir=save_dir,
+            name=name,
+            id=id,
+            project=project,
+            offline=offline,
+            log_model=log_model,
+            version=version,
+            dir=dir,
+            anonymous=anonymous,
+            experiment=experiment,
+            prefix=prefix,
+            checkpoint_name=checkpoint_name,
+            add_file_policy=add_file_policy,
+            **{key: value for key, value in init.items() if value is not None},
         )
 
 
