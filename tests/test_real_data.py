@@ -7,10 +7,11 @@ FAST = ("configs/fashion_mnist_fast.yaml",)
 
 
 def test_fashion_mnist_learns_offline(fashion_mnist, tmp_path):
-    """One whole epoch of the fast preset; chance is 10 %, only real learning passes 85 %."""
+    """The fast preset for 30 % of an epoch (69 steps; 0.75 here); chance is 10 %, only real learning
+    passes 70 %. The whole recipe's accuracy is the slow test below."""
     result = run_app(
         "fit",
-        "--trainer.limit_train_batches=1.0",
+        "--trainer.limit_train_batches=0.3",
         "--data.val_size=1000",
         f"--data.root={tmp_path / 'datasets'}",
         "--data.download=false",
@@ -20,8 +21,8 @@ def test_fashion_mnist_learns_offline(fashion_mnist, tmp_path):
     check(result)
     assert f"using the OS package's copy in {fashion_mnist}" in result.stderr + result.stdout
     test_acc = logged(run_folder(tmp_path))["test/acc"][-1]
-    print(f"Fashion-MNIST test accuracy after one epoch: {test_acc:.4f}")
-    assert test_acc >= 0.85
+    print(f"Fashion-MNIST test accuracy after 69 steps: {test_acc:.4f}")
+    assert test_acc >= 0.70
 
 
 @pytest.mark.slow
