@@ -24,8 +24,11 @@ def fingerprint(root: str | Path, files: Iterable[Path]) -> str | None:
     for path, stat in found:
         name = os.path.relpath(path, root)
         if whole:
+            content = hashlib.sha256()
             with open(path, "rb") as f:
-                own = hashlib.file_digest(f, "sha256").hexdigest()
+                while chunk := f.read(1 << 20):
+                    content.update(chunk)
+            own = content.hexdigest()
         else:
             own = str(stat.st_mtime_ns)
         digest.update(f"{name}\0{stat.st_size}\0{own}\n".encode())
