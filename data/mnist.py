@@ -34,8 +34,7 @@ class MNISTDataModule(TorchvisionDataModule):
         return [self.data_dir / Path(archive).stem for archive, _ in self.dataset_class.resources]
 
     def damaged_file(self) -> str | None:
-        for archive, _ in self.dataset_class.resources:
-            path = self.data_dir / Path(archive).stem
+        for path in self.data_files():
             why = _idx_problem(path) if path.is_file() else None
             if why:
                 return damaged(path, why)

@@ -61,15 +61,18 @@ class LastCheckpoint(Callback):
             return
         if self.every_n_steps and trainer.global_step % self.every_n_steps == 0:
             self.save(trainer)
-        if signum := self.received if self.agreement is None else self.agreement.poll(self.received):
+        if signum := self._agreed():
             self._stop(trainer, signum)
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self.save(trainer)
         # This step's flags too: no rank's signal is left for an epoch that may not come.
-        agreed = self.received if self.agreement is None else self.agreement.poll(self.received, now=True)
-        if agreed:
-            self._stop(trainer, agreed)
+        if signum := self._agreed(now=True):
+            self._stop(trainer, signum)
+
+    def _agreed(self, now: bool = False) -> int:
+        """The signal that stops every rank here (0: none): this rank's own, or the ranks' agreement."""
+        return self.received if self.agreement is None else self.agreement.poll(self.received, now)
 
     def _stop(self, trainer: Trainer, signum: int) -> None:
         # Saved here, not in on_exception: a rank that ddp_spawn started gets no on_exception.

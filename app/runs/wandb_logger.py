@@ -14,6 +14,10 @@ from lightning.pytorch.utilities import rank_zero_info
 from app.runs.folder import job_rank_zero
 
 ID_FILE = "wandb-id"
+# The options below passed to wandb.init where given: unset, wandb's own defaults hold.
+WANDB_INIT = ("entity", "notes", "tags", "config", "config_exclude_keys", "config_include_keys")
+WANDB_INIT += ("allow_val_change", "group", "job_type", "mode", "force", "reinit", "resume", "resume_from")
+WANDB_INIT += ("fork_from", "save_code", "tensorboard", "sync_tensorboard", "monitor_gym", "settings")
 
 
 class WandbLogger(LightningWandbLogger):
@@ -112,28 +116,8 @@ class WandbLogger(LightningWandbLogger):
                 f"W&B offline{f' ({reason})' if reason else ''}: the run is kept in {run}/wandb; "
                 f"upload it later with: wandb sync {run}/wandb/offline-run-*{dropped}"
             )
-        init = {
-            "entity": entity,
-            "notes": notes,
-            "tags": tags,
-            "config": config,
-            "config_exclude_keys": config_exclude_keys,
-            "config_include_keys": config_include_keys,
-            "allow_val_change": allow_val_change,
-            "group": group,
-            "job_type": job_type,
-            "mode": mode,
-            "force": force,
-            "reinit": reinit,
-            "resume": resume,
-            "resume_from": resume_from,
-            "fork_from": fork_from,
-            "save_code": save_code,
-            "tensorboard": tensorboard,
-            "sync_tensorboard": sync_tensorboard,
-            "monitor_gym": monitor_gym,
-            "settings": settings,
-        }
+        given = locals()  # the wandb.init options, as given (group: a sweep's, where unset)
+        init = {key: given[key] for key in WANDB_INIT if given[key] is not None}
         super().__init__(
             save_dir=save_dir,
             name=name,
@@ -148,7 +132,7 @@ class WandbLogger(LightningWandbLogger):
             prefix=prefix,
             checkpoint_name=checkpoint_name,
             add_file_policy=add_file_policy,
-            **{key: value for key, value in init.items() if value is not None},
+            **init,
         )
 
 
