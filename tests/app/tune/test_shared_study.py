@@ -46,6 +46,32 @@ def trial_of(pid: int) -> str | None:
     return None
 
 
+def count(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.is_file() else 0
+
+
+def kill_mid_trial(tune: subprocess.Popen, folder: Path) -> str:
+    """SIGKILL ``tune`` while its trial's fit waits for the answer to a validation; returns the trial's run.
+
+    Looked at while the tune process is stopped (SIGSTOP), so that it answers nothing meanwhile: a fit
+    whose report is unanswered cannot end before the kill (its trial stays RUNNING in the study)."""
+    deadline = time.monotonic() + 300
+    while True:
+        assert time.monotonic() < deadline and tune.poll() is None, "the first tune process ended early"
+        tune.send_signal(signal.SIGSTOP)
+        running = trial_of(tune.pid)
+        if running:
+            channel = folder / ".channels" / running
+            while count(channel / "reports.jsonl") == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)  # its fit trains on to its first validation, and waits there
+            if count(channel / "reports.jsonl") > count(channel / "verdicts"):
+                tune.send_signal(signal.SIGKILL)
+                tune.wait()
+                return running
+        tune.send_signal(signal.SIGCONT)
+        time.sleep(0.05)
+
+
 @pytest.mark.full
 @pytest.mark.parametrize("kind", ["postgresql", "journal", "sqlite"])
 def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
@@ -77,17 +103,7 @@ def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
     start = lambda: subprocess.Popen(tune, cwd=tmp_path, env=app_env(), stderr=subprocess.PIPE, text=True)  # noqa: E731
     first, second = start(), start()
     folder = tmp_path / "runs" / "tune" / name
-    # SIGKILL the first once its trial has validated once (and waits for the answer, which never comes).
-    deadline = time.monotonic() + 300
-    killed = None
-    while killed is None:
-        assert time.monotonic() < deadline and first.poll() is None, "the first tune process ended early"
-        running = trial_of(first.pid)
-        if running and (folder / ".channels" / running / "reports.jsonl").is_file():
-            first.send_signal(signal.SIGKILL)
-            killed = running
-        time.sleep(0.05)
-    first.wait()
+    killed = kill_mid_trial(first, folder)
     again = start()  # the same command, run again
     for process in (second, again):
         assert process.wait(timeout=600) == 0, process.stderr.read()[-3000:]
