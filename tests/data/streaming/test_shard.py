@@ -1,10 +1,12 @@
 """``python -m app shard``: the splits of a real image folder and of MNIST, as LitData reads them back."""
 
+import contextlib
 import io
 import json
 import os
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -62,31 +64,53 @@ def test_mnist_is_stored_as_lossless_png(mnist_root, mnist_shards):
         assert item["label"] == int(data.val_set.dataset.targets[k])
 
 
+def leftovers(output: Path) -> list[str]:
+    """``pid: command line`` of each process whose command line names ``output``."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            line = (proc / "cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        if str(output).encode() in line:
+            found.append(f"{proc.name}: {line.replace(bytes(1), b' ').decode(errors='replace')[:200]}")
+    return found
+
+
 @pytest.mark.full
 def test_a_full_disk_while_sharding_says_so_in_one_line_and_leaves_nothing(image_folder_root, tmp_path):
     output = tmp_path / "s"
     args = ["--data=ImageFolderDataModule", f"--data.root={image_folder_root}", f"--output={output}"]
-    err = tmp_path / "stderr.txt"
-    with err.open("w") as stderr:  # a file, not a pipe: LitData's leftover processes (below) keep it open
-        full = subprocess.run(
-            app_command("shard", *args, shrink=False),
-            cwd=tmp_path,
-            env=app_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            timeout=300,
-            preexec_fn=small_disk(4000),  # below one split's chunk (32 photos of 20 px)
-        )
+    # stderr through a pipe, read by a thread: a file would be held to the same size limit as the shards,
+    # and LitData's leftover processes (below) keep the pipe open after the command ends.
+    full = subprocess.Popen(
+        app_command("shard", *args, shrink=False),
+        cwd=tmp_path,
+        env={**app_env(), "PYTHONFAULTHANDLER": "1"},  # its threads' stacks on SIGABRT, should it hang
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=small_disk(4000),  # below one split's chunk (32 photos of 20 px)
+    )
+    said: list[bytes] = []
+    reader = threading.Thread(target=lambda: said.extend(full.stderr), daemon=True)
+    reader.start()
+    try:
+        full.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        hung = "\n".join(leftovers(output))
+        full.send_signal(signal.SIGABRT)
+        full.wait()
+        reader.join(timeout=10)
+        stacks = b"".join(said).decode(errors="replace")[-6000:]
+        pytest.fail(f"shard hung 300 s on a full disk; its processes:\n{hung}\nits stderr:\n{stacks}")
     # Known and left: LitData's writer process, stopped on its error, leaves the processes it
     # started for the input files behind, asleep; stop them, so that they outlive neither test nor CI.
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            if str(output).encode() in (proc / "cmdline").read_bytes():
-                os.kill(int(proc.name), signal.SIGKILL)
-        except OSError:  # gone meanwhile
-            pass
+    for process in leftovers(output):
+        with contextlib.suppress(OSError):  # gone meanwhile
+            os.kill(int(process.split(":")[0]), signal.SIGKILL)
+    reader.join(timeout=30)
     assert full.returncode == 1
-    line = one_error_line(err.read_text())
+    line = one_error_line(b"".join(said).decode())
     assert line.startswith(f"error: no room for the shards in {output} ("), line
     assert not output.exists() and not list(tmp_path.glob(".*"))  # no partial shard, no probe file
     check(run_app("shard", *args, cwd=tmp_path, shrink=False))  # with room, the same command writes them
