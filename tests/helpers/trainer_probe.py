@@ -1,4 +1,4 @@
-"""A callback that writes down what the Trainer runs: its callbacks and its checkpoint plugin."""
+"""A callback that writes down what the Trainer runs: its callbacks, checkpoint plugin and profiler."""
 
 import json
 from pathlib import Path
@@ -9,8 +9,8 @@ from app.runs.folder import run_folder
 
 
 class TrainerProbe(Callback):
-    """Writes ``FILE``: the class paths of the Trainer's callbacks and of its checkpoint I/O plugin, and
-    the files in the run folder when fit starts.
+    """Writes ``FILE``: the class paths of the Trainer's callbacks, of its checkpoint I/O plugin and of
+    its profiler, and the files in the run folder when fit starts.
 
     Args:
         file: the JSON file written when fit starts.
@@ -26,6 +26,7 @@ class TrainerProbe(Callback):
         ran = {
             "callbacks": [path(c) for c in trainer.callbacks],
             "checkpoint_io": path(trainer.strategy.checkpoint_io),
+            "profiler": path(trainer.profiler),
             "files": sorted(p.name for p in run_folder(trainer).iterdir()),
         }
         self.file.write_text(json.dumps(ran))

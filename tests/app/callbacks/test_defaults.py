@@ -16,7 +16,7 @@ def printed(tmp_path, *args) -> dict:
     return yaml.safe_load(result.stdout)
 
 
-def test_print_config_lists_every_callback_and_plugin_the_trainer_runs(mnist_root, tmp_path):
+def test_print_config_lists_every_callback_plugin_and_profiler_the_trainer_runs(mnist_root, tmp_path):
     config = printed(tmp_path)
     listed = [c["class_path"] for c in config["trainer"]["callbacks"]]
     plugins = [p["class_path"] for p in config["trainer"]["plugins"]]
@@ -43,6 +43,7 @@ def test_print_config_lists_every_callback_and_plugin_the_trainer_runs(mnist_roo
     }
     assert set(ran["callbacks"]) == {qualified(path) for path in listed} | forced
     assert ran["checkpoint_io"] in plugins
+    assert ran["profiler"] == config["trainer"]["profiler"]["class_path"]
     saved = yaml.safe_load((run_folder(tmp_path) / "config.yaml").read_text())
     assert [c["class_path"] for c in saved["trainer"]["callbacks"]][: len(listed)] == listed
 
