@@ -13,7 +13,9 @@ setting), timed over the steps after the first ``--warmup`` (start-up and the fi
   ``FashionMNISTDataModule`` (the template's recipe and loader, no ``app/``);
 - template, features off: ``app.cli.main(["fit", ...])`` with the logger, progress bar, summary,
   checkpoints and listed callbacks turned off by flags (what ``app/`` itself costs);
-- template: ``app.cli.main(["fit", ...])`` as users run it (default callbacks; W&B offline).
+- template: ``app.cli.main(["fit", ...])`` as users run it (default callbacks; W&B offline);
+- template, Lightning's profiler: the same with ``--trainer.profiler=null`` (Lightning's default
+  pass-through profiler instead of ``app.profiler.NoProfiler``): what that setting saves.
 
 Steps are timed by one callback (:class:`StepClock`). A round runs the rows in turn; the medians of
 ``--rounds`` rounds, each round's figures beside them. A process per row: in one process, a row's
@@ -213,6 +215,10 @@ def template_off(args: argparse.Namespace, resident: list) -> float:
     return template(args, resident, only_clock, *(f"--trainer.{flag}=false" for flag in off))
 
 
+def template_lightning_profiler(args: argparse.Namespace, resident: list) -> float:
+    return template(args, resident, "--trainer.profiler=null")
+
+
 ROWS = {
     "bare": bare,
     "lightning": lightning,
@@ -220,6 +226,7 @@ ROWS = {
     "lightning, our model and data": lightning_ours,
     "template, features off": template_off,
     "template": template,
+    "template, Lightning's profiler": template_lightning_profiler,
 }
 
 
