@@ -228,6 +228,7 @@ ROWS = {
     "template": template,
     "template, Lightning's profiler": template_lightning_profiler,
 }
+PAIRS = [("template", "lightning with its own defaults"), ("template", "template, Lightning's profiler")]
 
 
 def run_row(args: argparse.Namespace) -> None:
@@ -272,6 +273,12 @@ def main() -> None:
         over_bare, over_lightning = value - per_step["bare"], value - per_step["lightning"]
         ratio = value / per_step["lightning"]
         print(f"| {row} | {value:.0f} | {over_bare:+.0f} | {over_lightning:+.0f} | {ratio:.2f} | {rounds} |")
+    print()
+    # Rows of one round ran minutes apart at most: their ratio moves less than either row's figure.
+    for row, base in PAIRS:
+        ratios = [a / b for a, b in zip(rows[row], rows[base], strict=True)]
+        each = ", ".join(f"{r:.2f}" for r in ratios)
+        print(f"{row} / {base}, each round: {each}; median {statistics.median(ratios):.2f}")
 
 
 if __name__ == "__main__":
