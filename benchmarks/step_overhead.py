@@ -17,9 +17,10 @@ setting), timed over the steps after the first ``--warmup`` (start-up and the fi
 - template, Lightning's profiler: the same with ``--trainer.profiler=null`` (Lightning's default
   pass-through profiler instead of ``app.profiler.NoProfiler``): what that setting saves.
 
-Steps are timed by one callback (:class:`StepClock`). A round runs the rows in turn; the medians of
-``--rounds`` rounds, each round's figures beside them. A process per row: in one process, a row's
-figure depended on the template rows run before it (what they leave running stays).
+A round starts every row's process at once; the rows then take turns of ``--chunk`` steps while the
+others wait (:class:`Turns`), so that all rows meet the same machine, and each row's figure is its
+mean over its turns. The medians of ``--rounds`` rounds, each round's figures beside them. A process
+per row: in one process, a row's figure depended on the template rows run before it.
 """
 
 import argparse
@@ -38,7 +39,7 @@ from torch import nn
 from torch.nn import functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
-MEASURED: list[float] = []  # µs per step, as StepClock measured it
+TURNS = "STEP_OVERHEAD_TURNS"  # warmup, chunk and the two pipes of a row's process
 
 
 class OneLayer(nn.Module):
@@ -70,41 +71,52 @@ def batches(root: str, batch_size: int, steps: int):
         yield normalize(images[batch], mean, std), labels[batch]
 
 
-class StepClock(Callback):
-    """Times the training steps after the first ``warmup``; appends µs per step to ``MEASURED`` at the end.
+class Turns:
+    """The rows' processes take turns: each runs ``chunk`` steps while the others wait.
 
-    Args:
-        warmup: steps not timed.
+    At each ``chunk``-th step from ``warmup`` on, a row tells the coordinator how long its last chunk took
+    (µs per step; ``ready`` the first time) and waits for its next turn. Rows interleaved a chunk at a time
+    meet the same machine: on a VM whose speed drifts by tens of percent within minutes, the ratio of two
+    rows then moves by a few percent. The wait is not timed.
     """
 
-    def __init__(self, warmup: int = 100) -> None:
-        self.warmup, self.start, self.end = warmup, 0.0, 0.0
+    def __init__(self) -> None:
+        self.warmup, self.chunk, read, write = map(int, os.environ[TURNS].split(","))
+        self.go, self.tell = os.fdopen(read, "rb", buffering=0), os.fdopen(write, "w", buffering=1)
+        self.start: float | None = None
+
+    def at(self, step: int) -> None:
+        """Called as each training step starts."""
+        if step < self.warmup or (step - self.warmup) % self.chunk:
+            return
+        now = time.perf_counter()
+        self.tell.write("ready\n" if self.start is None else f"{(now - self.start) / self.chunk * 1e6}\n")
+        self.go.read(1)
+        self.start = time.perf_counter()
+
+
+class StepClock(Callback):
+    """Lightning's rows' side of :class:`Turns`."""
+
+    def __init__(self) -> None:
+        self.turns = Turns()
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        if trainer.global_step == self.warmup:
-            self.start = time.perf_counter()
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.end = time.perf_counter()
-
-    def on_train_end(self, trainer, pl_module) -> None:
-        MEASURED.append((self.end - self.start) / (trainer.global_step - self.warmup) * 1e6)
+        self.turns.at(trainer.global_step)
 
 
-def bare(args: argparse.Namespace, resident: list) -> float:
-    net = OneLayer()
+def bare(args: argparse.Namespace, resident: list) -> None:
+    net, turns = OneLayer(), Turns()
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-3)
     for step, (x, y) in enumerate(resident):
-        if step == args.warmup:
-            start = time.perf_counter()
+        turns.at(step)
         loss = F.cross_entropy(net(x), y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-    return (time.perf_counter() - start) / (len(resident) - args.warmup) * 1e6
 
 
-def lightning(args: argparse.Namespace, resident: list, defaults: bool = False) -> float:
+def lightning(args: argparse.Namespace, resident: list, defaults: bool = False) -> None:
     from lightning import LightningModule
 
     class Module(LightningModule):
@@ -123,14 +135,14 @@ def lightning(args: argparse.Namespace, resident: list, defaults: bool = False) 
             return torch.optim.SGD(self.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-3)
 
     # A list would be read as several loaders: a plain iterable of the same batches.
-    return lightning_fit(args, len(resident), Module(), defaults, train_dataloaders=Iterable(resident))
+    lightning_fit(args, len(resident), Module(), defaults, train_dataloaders=Iterable(resident))
 
 
-def lightning_defaults(args: argparse.Namespace, resident: list) -> float:
-    return lightning(args, resident, defaults=True)
+def lightning_defaults(args: argparse.Namespace, resident: list) -> None:
+    lightning(args, resident, defaults=True)
 
 
-def lightning_ours(args: argparse.Namespace, resident: list) -> float:
+def lightning_ours(args: argparse.Namespace, resident: list) -> None:
     from functools import partial
 
     from data import FashionMNISTDataModule
@@ -143,16 +155,16 @@ def lightning_ours(args: argparse.Namespace, resident: list) -> float:
         scheduler=partial(WarmupCosineLR, warmup_ratio=0.0, final_lr_ratio=0.1),
     )
     data = FashionMNISTDataModule(root=args.root, batch_size=args.batch_size)
-    return lightning_fit(args, len(resident), model, datamodule=data)
+    lightning_fit(args, len(resident), model, datamodule=data)
 
 
-def lightning_fit(args: argparse.Namespace, steps: int, model, defaults: bool = False, **data) -> float:
+def lightning_fit(args: argparse.Namespace, steps: int, model, defaults: bool = False, **data) -> None:
     from lightning import Trainer
     from lightning.pytorch.callbacks import TQDMProgressBar
 
     off = {"logger": False, "enable_progress_bar": False, "enable_checkpointing": False}
     off["enable_model_summary"] = False
-    clock = [StepClock(args.warmup), *([TQDMProgressBar()] if defaults else [])]
+    clock = [StepClock(), *([TQDMProgressBar()] if defaults else [])]
     with tempfile.TemporaryDirectory() as folder:  # where the defaults' logger and checkpoints write
         trainer = Trainer(
             **({} if defaults else off),
@@ -163,7 +175,6 @@ def lightning_fit(args: argparse.Namespace, steps: int, model, defaults: bool = 
             callbacks=clock,
         )
         trainer.fit(model, **data)
-    return MEASURED.pop()
 
 
 class Iterable:
@@ -179,13 +190,7 @@ class Iterable:
         return len(self.items)
 
 
-def clock(args: argparse.Namespace) -> str:
-    """:class:`StepClock` as a config gives it."""
-    config = {"class_path": "benchmarks.step_overhead.StepClock", "init_args": {"warmup": args.warmup}}
-    return json.dumps(config)
-
-
-def template(args: argparse.Namespace, resident: list, *flags: str) -> float:
+def template(args: argparse.Namespace, resident: list, *flags: str) -> None:
     from app.cli import main
 
     with tempfile.TemporaryDirectory() as folder:
@@ -199,26 +204,22 @@ def template(args: argparse.Namespace, resident: list, *flags: str) -> float:
                 f"--trainer.max_steps={len(resident)}",
                 "--test_after_fit=false",
                 f"--trainer.default_root_dir={folder}",
-                f"--trainer.callbacks+={clock(args)}",
+                f"--trainer.callbacks+={CLOCK}",
                 *flags,
             ]
         )
-    # The class the config names is this module's imported copy (not __main__'s): its list.
-    from benchmarks.step_overhead import MEASURED as measured
-
-    return measured.pop()
 
 
-def template_off(args: argparse.Namespace, resident: list) -> float:
+def template_off(args: argparse.Namespace, resident: list) -> None:
     off = ["logger", "enable_progress_bar", "enable_model_summary", "enable_checkpointing"]
-    only_clock = f"--trainer.callbacks=[{clock(args)}]"
-    return template(args, resident, only_clock, *(f"--trainer.{flag}=false" for flag in off))
+    template(args, resident, f"--trainer.callbacks=[{CLOCK}]", *(f"--trainer.{flag}=false" for flag in off))
 
 
-def template_lightning_profiler(args: argparse.Namespace, resident: list) -> float:
-    return template(args, resident, "--trainer.profiler=null")
+def template_lightning_profiler(args: argparse.Namespace, resident: list) -> None:
+    template(args, resident, "--trainer.profiler=null")
 
 
+CLOCK = json.dumps({"class_path": "benchmarks.step_overhead.StepClock"})
 ROWS = {
     "bare": bare,
     "lightning": lightning,
@@ -232,40 +233,85 @@ PAIRS = [("template", "lightning with its own defaults"), ("template", "template
 
 
 def run_row(args: argparse.Namespace) -> None:
-    """This process times one row; its µs per step is its last line."""
+    """This process runs one row, its steps timed by :class:`Turns`."""
     from app.process import keep_freed_memory
 
     keep_freed_memory()  # the CLI's allocator setting, for every row
     torch.set_num_threads(1)
     os.environ.setdefault("WANDB_MODE", "offline")
     os.environ.setdefault("WANDB_SILENT", "true")
-    resident = list(batches(args.root, args.batch_size, args.steps))
-    print(f"{ROWS[args.row](args, resident):.1f}")
+    steps = args.warmup + args.chunk * args.chunks + 1  # the last turn ends where a next step starts
+    ROWS[args.row](args, list(batches(args.root, args.batch_size, steps)))
+
+
+def interleaved(args: argparse.Namespace) -> dict[str, float]:
+    """One round: every row in a process of its own, taking turns a chunk at a time; µs per step of each."""
+    processes, go, told = {}, {}, {}
+    with tempfile.TemporaryDirectory() as logs:
+        for row in ROWS:
+            (to_row, go[row]), (told_fd, from_row) = os.pipe(), os.pipe()
+            env = {**os.environ, TURNS: f"{args.warmup},{args.chunk},{to_row},{from_row}"}
+            command = [sys.executable, "-m", "benchmarks.step_overhead", *sys.argv[1:], "--row", row]
+            # Its output to a file: a pipe nobody reads while the rows take turns would fill and block it.
+            with open(Path(logs) / f"{len(processes)}.log", "w") as log:
+                fds, out = (to_row, from_row), {"stdout": log, "stderr": log}
+                processes[row] = subprocess.Popen(command, cwd=ROOT, env=env, pass_fds=fds, **out)
+            os.close(to_row), os.close(from_row)
+            told[row] = os.fdopen(told_fd)
+        chunks: dict[str, list[float]] = {row: [] for row in ROWS}
+        try:
+            for row in ROWS:
+                expect(told[row].readline(), "ready", row, logs, processes)
+            for turn in range(args.chunks):
+                for row in ROWS if turn % 2 else reversed(ROWS):
+                    os.write(go[row], b"1")
+                    chunks[row].append(float(expect(told[row].readline(), None, row, logs, processes)))
+            for row in ROWS:
+                os.write(go[row], b"1")  # the rows end only once all are timed
+            for row, process in processes.items():
+                if process.wait():
+                    expect("", None, row, logs, processes)
+        finally:
+            for process in processes.values():
+                process.kill()
+    if os.environ.get("STEP_OVERHEAD_CHUNKS"):
+        print(json.dumps(chunks), file=sys.stderr)
+    return {row: statistics.fmean(values) for row, values in chunks.items()}
+
+
+def expect(line: str, want: str | None, row: str, logs: str, processes: dict) -> str:
+    """``line``, unless the row's process ended without telling (then its log's end, and exit)."""
+    if line and (want is None or line.strip() == want):
+        return line
+    log = (Path(logs) / f"{list(processes).index(row)}.log").read_text()
+    sys.exit(f"row {row!r} failed:\n{log[-3000:]}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=str(ROOT / "datasets"), help="data folder (Fashion-MNIST)")
     parser.add_argument("--batch-size", type=int, default=8)
-    # Within one epoch (6,875 steps at batch 8): no validation among them.
-    parser.add_argument("--steps", type=int, default=3000, help="steps a row runs, warm-up included")
     parser.add_argument("--warmup", type=int, default=100, help="first steps, not timed")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--chunk", type=int, default=100, help="steps a row runs in one turn")
+    # Within one epoch (6,875 steps at batch 8): no validation among them.
+    parser.add_argument("--chunks", type=int, default=29, help="turns each row takes")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--row", choices=ROWS, help=argparse.SUPPRESS)  # one row, in this process
     args = parser.parse_args()
     if args.row:
         return run_row(args)
     rows: dict[str, list[float]] = {row: [] for row in ROWS}
     for _ in range(args.rounds):
-        for row in ROWS:
-            command = [sys.executable, "-m", "benchmarks.step_overhead", *sys.argv[1:], "--row", row]
-            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-            if done.returncode:
-                sys.exit(f"row {row!r} failed:\n{done.stderr[-3000:]}")
-            rows[row].append(float(done.stdout.split()[-1]))
+        for row, value in interleaved(args).items():
+            rows[row].append(value)
     per_step = {row: statistics.median(values) for row, values in rows.items()}
-    print(f"torch {torch.__version__}, 1 thread, batch {args.batch_size}, {args.steps} steps (first ", end="")
-    print(f"{args.warmup} untimed), a process per row, median of {args.rounds} interleaved rounds\n")
+    print(
+        f"torch {torch.__version__}, 1 thread, batch {args.batch_size}; a process per row, the rows ", end=""
+    )
+    print(
+        f"taking turns of {args.chunk} steps, {args.chunks} turns each after {args.warmup} untimed ", end=""
+    )
+    print(f"steps; median of {args.rounds} rounds\n")
     print("| row | µs per step | over bare | over lightning | / lightning | each round |")
     print("|---|---|---|---|---|---|")
     for row, value in per_step.items():
@@ -274,7 +320,6 @@ def main() -> None:
         ratio = value / per_step["lightning"]
         print(f"| {row} | {value:.0f} | {over_bare:+.0f} | {over_lightning:+.0f} | {ratio:.2f} | {rounds} |")
     print()
-    # Rows of one round ran minutes apart at most: their ratio moves less than either row's figure.
     for row, base in PAIRS:
         ratios = [a / b for a, b in zip(rows[row], rows[base], strict=True)]
         each = ", ".join(f"{r:.2f}" for r in ratios)

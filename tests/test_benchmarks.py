@@ -1,6 +1,9 @@
 """The benchmark's own parts: the timer it adds to template runs, and how figures are derived."""
 
 import json
+import os
+import threading
+import time
 
 import pytest
 import torch
@@ -10,6 +13,7 @@ from helpers.data_files import write_photo_folder
 from helpers.page_faults import STEPS, run_python
 
 from benchmarks.__main__ import median_run, throughput, timed
+from benchmarks.step_overhead import TURNS, Turns
 
 
 def test_the_timer_counts_training_steps_and_the_whole_fit(mnist_root, tmp_path):
@@ -77,3 +81,25 @@ def test_the_photo_pipelines_deliver_what_a_training_step_takes(tmp_path):
     loader, on_device = loaders["b"]
     assert images_per_second(loader, 1, cpu, on_device=on_device) > 0
     assert images_per_second(loaders["c"][0], 2, cpu, photos.resnet18_step(cpu)) > 0
+
+
+def test_a_row_reports_each_turn_and_its_waits_are_not_timed(monkeypatch):
+    """benchmarks.step_overhead's rows take turns: at each turn's end a row reports its µs per step and
+    waits for the next."""
+    (go_read, go), (told, tell) = os.pipe(), os.pipe()
+    monkeypatch.setenv(TURNS, f"2,3,{go_read},{tell}")  # 2 untimed steps, turns of 3 steps
+    turns = Turns()
+    os.write(go, b"1")
+    late = threading.Timer(0.3, os.write, (go, b"11"))  # the later turns come 0.3 s late
+    late.start()
+    for step in range(2 + 3 * 2 + 1):
+        turns.at(step)
+        time.sleep(0.01)  # the step
+    late.join()
+    turns.tell.close()
+    with os.fdopen(told) as lines:
+        assert next(lines) == "ready\n"
+        per_step = [float(line) for line in lines]
+    assert len(per_step) == 2
+    # At least the steps' 10 ms each; counting the 0.3 s wait would add 100,000 µs per step.
+    assert all(10_000 <= value < 60_000 for value in per_step)
