@@ -15,6 +15,8 @@ import torch
 import yaml
 from helpers.cli import SHRINK, app_command, app_env, check, max_difference, run_app, run_folder
 
+from app.tune.report import lines
+
 pytestmark = pytest.mark.distributed
 
 FIT = [*SHRINK, "--trainer.max_epochs=2", "--last_checkpoint.every_n_steps=1"]
@@ -46,10 +48,6 @@ def trial_of(pid: int) -> str | None:
     return None
 
 
-def count(path: Path) -> int:
-    return len(path.read_text().splitlines()) if path.is_file() else 0
-
-
 def kill_mid_trial(tune: subprocess.Popen, folder: Path) -> str:
     """SIGKILL ``tune`` while its trial's fit waits for the answer to a validation; returns the trial's run.
 
@@ -62,9 +60,9 @@ def kill_mid_trial(tune: subprocess.Popen, folder: Path) -> str:
         running = trial_of(tune.pid)
         if running:
             channel = folder / ".channels" / running
-            while count(channel / "reports.jsonl") == 0 and time.monotonic() < deadline:
+            while not lines(channel / "reports.jsonl") and time.monotonic() < deadline:
                 time.sleep(0.05)  # its fit trains on to its first validation, and waits there
-            if count(channel / "reports.jsonl") > count(channel / "verdicts"):
+            if len(lines(channel / "reports.jsonl")) > len(lines(channel / "verdicts")):
                 tune.send_signal(signal.SIGKILL)
                 tune.wait()
                 return running
