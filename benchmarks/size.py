@@ -1,7 +1,8 @@
 """``python -m benchmarks.size``: lines and code lines of ``app/`` outside its optional part folders.
 
-Code lines leave out blank, comment and docstring lines. ``--count-in ema per_class`` counts those
-part folders in (as the session's stop hook does).
+The part folders are those copier.yml's ``part_files`` lists under ``app/`` (a project made from the
+template has no copier.yml: all of its ``app/`` is counted). Code lines leave out blank, comment and
+docstring lines. ``--count-in ema per_class`` counts those part folders in.
 """
 
 import argparse
@@ -10,9 +11,19 @@ import io
 import tokenize
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
-# app/'s optional part folders.
-PARTS = ("pictures", "dp", "export", "tune", "ema", "per_class", "sync_batchnorm")
+
+
+def part_folders() -> list[str]:
+    """The names of ``app/``'s optional part folders, from copier.yml (none without it)."""
+    copier = ROOT / "copier.yml"
+    if not copier.is_file():
+        return []
+    parts = yaml.safe_load(copier.read_text())["part_files"]["default"].values()
+    paths = [Path(path) for part in parts for path in part["paths"]]
+    return [path.name for path in paths if path.parent == Path("app") and (ROOT / path).is_dir()]
 
 
 def code_lines(source: str) -> int:
@@ -34,9 +45,10 @@ def code_lines(source: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count-in", nargs="*", default=[], choices=PARTS, help="part folders counted")
+    parts = part_folders()
+    parser.add_argument("--count-in", nargs="*", default=[], choices=parts, help="part folders counted")
     args = parser.parse_args()
-    left_out = [ROOT / "app" / part for part in PARTS if part not in args.count_in]
+    left_out = [ROOT / "app" / part for part in parts if part not in args.count_in]
     found = sorted((ROOT / "app").rglob("*.py"))
     files = [f for f in found if not any(f.is_relative_to(d) for d in left_out)]
     sources = [f.read_text() for f in files]
