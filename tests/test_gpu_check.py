@@ -38,9 +38,6 @@ LEASE, MACHINE_START = 900, 120  # a GPU lease's seconds, and its machine's star
 # Starts a child process per run of the check, one after the other; among the long tests.
 @pytest.mark.full
 @pytest.mark.distributed
-# Starts a child process per run of the check, one after the other; among the long tests.
-@pytest.mark.full
-@pytest.mark.distributed
 def test_the_dry_run_measures_every_part_and_writes_the_table_the_json_and_the_archive(tmp_path):
     out = tmp_path / "out"
     # A relative OUT, as `make gpu-check` has it by default: the children run in a folder of their own.
