@@ -246,45 +246,44 @@ def run_row(args: argparse.Namespace) -> None:
 
 def interleaved(args: argparse.Namespace) -> dict[str, float]:
     """One round: every row in a process of its own, taking turns a chunk at a time; µs per step of each."""
-    processes, go, told = {}, {}, {}
-    with tempfile.TemporaryDirectory() as logs:
+    processes, go, told, logs = {}, {}, {}, {}
+    with tempfile.TemporaryDirectory() as folder:
         for row in ROWS:
             (to_row, go[row]), (told_fd, from_row) = os.pipe(), os.pipe()
             env = {**os.environ, TURNS: f"{args.warmup},{args.chunk},{to_row},{from_row}"}
             command = [sys.executable, "-m", "benchmarks.step_overhead", *sys.argv[1:], "--row", row]
             # Its output to a file: a pipe nobody reads while the rows take turns would fill and block it.
-            with open(Path(logs) / f"{len(processes)}.log", "w") as log:
+            logs[row] = Path(folder) / f"{len(logs)}.log"
+            with open(logs[row], "w") as log:
                 fds, out = (to_row, from_row), {"stdout": log, "stderr": log}
                 processes[row] = subprocess.Popen(command, cwd=ROOT, env=env, pass_fds=fds, **out)
-            os.close(to_row), os.close(from_row)
+            os.close(to_row)
+            os.close(from_row)
             told[row] = os.fdopen(told_fd)
+
+        def told_by(row: str) -> str:
+            """The row's next line; if its process ended without one, its log's end, and exit."""
+            if line := told[row].readline():
+                return line.strip()
+            sys.exit(f"row {row!r} failed:\n{logs[row].read_text()[-3000:]}")
+
         chunks: dict[str, list[float]] = {row: [] for row in ROWS}
         try:
             for row in ROWS:
-                expect(told[row].readline(), "ready", row, logs, processes)
+                told_by(row)  # ready
             for turn in range(args.chunks):
                 for row in ROWS if turn % 2 else reversed(ROWS):
                     os.write(go[row], b"1")
-                    chunks[row].append(float(expect(told[row].readline(), None, row, logs, processes)))
+                    chunks[row].append(float(told_by(row)))
             for row in ROWS:
                 os.write(go[row], b"1")  # the rows end only once all are timed
             for row, process in processes.items():
                 if process.wait():
-                    expect("", None, row, logs, processes)
+                    told_by(row)
         finally:
             for process in processes.values():
                 process.kill()
-    if os.environ.get("STEP_OVERHEAD_CHUNKS"):
-        print(json.dumps(chunks), file=sys.stderr)
     return {row: statistics.fmean(values) for row, values in chunks.items()}
-
-
-def expect(line: str, want: str | None, row: str, logs: str, processes: dict) -> str:
-    """``line``, unless the row's process ended without telling (then its log's end, and exit)."""
-    if line and (want is None or line.strip() == want):
-        return line
-    log = (Path(logs) / f"{list(processes).index(row)}.log").read_text()
-    sys.exit(f"row {row!r} failed:\n{log[-3000:]}")
 
 
 def main() -> None:
@@ -305,13 +304,9 @@ def main() -> None:
         for row, value in interleaved(args).items():
             rows[row].append(value)
     per_step = {row: statistics.median(values) for row, values in rows.items()}
-    print(
-        f"torch {torch.__version__}, 1 thread, batch {args.batch_size}; a process per row, the rows ", end=""
-    )
-    print(
-        f"taking turns of {args.chunk} steps, {args.chunks} turns each after {args.warmup} untimed ", end=""
-    )
-    print(f"steps; median of {args.rounds} rounds\n")
+    turns = f"{args.chunk} steps, {args.chunks} turns each after {args.warmup} untimed steps"
+    print(f"torch {torch.__version__}, 1 thread, batch {args.batch_size}; a process per row, ", end="")
+    print(f"the rows taking turns of {turns}; median of {args.rounds} rounds\n")
     print("| row | µs per step | over bare | over lightning | / lightning | each round |")
     print("|---|---|---|---|---|---|")
     for row, value in per_step.items():
