@@ -1,4 +1,5 @@
-"""Importing the app changes nothing in the process; the CLI tunes glibc's malloc when it starts."""
+"""Importing the app changes nothing in the process; the CLI tunes glibc's malloc and the garbage
+collector when it starts."""
 
 import subprocess
 import sys
@@ -60,6 +61,23 @@ def test_the_cli_keeps_freed_memory_for_the_next_step():
     print(f"page faults over 20 steps: glibc's defaults {plain}, after the CLI's settings {tuned}")
     assert plain > 20 * 40 * 128 // 2  # glibc trimmed the heap and faulted the blocks in again
     assert tuned < plain / 5
+
+
+# The objects each full garbage collection walks (and the one at the interpreter's exit), before and
+# after the CLI's start, and how many it set aside.
+COLLECTED = """
+import gc, torch, lightning, app.process
+walked = len(gc.get_objects())
+app.process.prepare()
+print(walked, len(gc.get_objects()), gc.get_freeze_count())
+"""
+
+
+@pytest.mark.full
+def test_the_cli_leaves_what_was_imported_out_of_garbage_collections():
+    before, after, set_aside = map(int, run_python(COLLECTED).split())
+    assert before > 100_000  # torch's and Lightning's modules
+    assert after < before / 10 and set_aside > before * 0.9
 
 
 def test_the_users_allocator_settings_are_left_alone(monkeypatch):
