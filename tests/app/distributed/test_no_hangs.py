@@ -21,6 +21,9 @@ pytestmark = [pytest.mark.distributed, pytest.mark.full]
 
 COLLECTIVE_TIMEOUT = 5  # seconds, from the first training step on
 DDP2 = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
+# RACED: the job's exit status is rank 0's: 1, after its line (0.6 s after the fault on an idle
+# machine), unless Lightning's launcher, which looks at the other ranks every 5 s, finds one dead
+# first and kills rank 0 too (SIGKILL, status -9; seen once under load, after the line).
 # Rank 0's line, torch's own reason in its parentheses.
 LOST = (
     "error: this process stopped in a step it shares with the job's other processes (",
@@ -60,7 +63,8 @@ def test_a_killed_loader_worker_on_one_rank_ends_the_job_with_its_line(mnist_roo
     # 8 steps: more batches left after step 2 than the worker had loaded ahead.
     more = ["--data.loader=torch", "--data.num_workers=1", "--trainer.limit_train_batches=1.0"]
     result, seconds = run_with_fault("FaultKillWorker", 1, mnist_root, tmp_path, *more)
-    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    # Not 1 alone: see RACED.
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert seconds < 30, f"{seconds:.1f} s from the fault to the end of the job"
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     died = [line for line in errors if line.startswith("error: a DataLoader worker process died, ")]
@@ -76,7 +80,7 @@ def test_a_rank_killed_after_its_forward_leaves_the_others_one_line_from_backwar
     result, seconds = run_with_fault(
         "FaultKillAfterForward", 1, mnist_root, tmp_path, "--trainer.log_every_n_steps=50"
     )
-    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-3000:]  # RACED
     assert seconds < 30, f"{seconds:.1f} s from the fault to the end of the job"
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and errors[0].startswith(LOST[0]) and errors[0].endswith(LOST[1]), errors
