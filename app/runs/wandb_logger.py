@@ -9,7 +9,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 from lightning.pytorch.loggers import WandbLogger as LightningWandbLogger
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 
 from app.runs.folder import job_rank_zero
 
@@ -134,6 +134,17 @@ class WandbLogger(LightningWandbLogger):
             add_file_policy=add_file_policy,
             **init,
         )
+
+    @property
+    def experiment(self) -> Any:
+        """Lightning's W&B run, started on first use (by rank 0 only)."""
+        if rank_zero_only.rank == 0:
+            # wandb.init imports W&B's public API some 15 imports deep, and on Python < 3.13 pydantic looks
+            # for its generic models' source in every frame, scanning sys.modules for each of importlib's
+            # (python/cpython#92041): 0.4-0.5 s of a fit's start beside torch's ~4,000 modules. Imported
+            # first from here, the chain is short and its cost a third (benchmarks/README.md, start-up).
+            import wandb.apis.public  # noqa: F401
+        return super().experiment
 
 
 def run_id(run: Path, create: bool) -> str | None:
