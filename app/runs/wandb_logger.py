@@ -141,8 +141,8 @@ class WandbLogger(LightningWandbLogger):
         if rank_zero_only.rank == 0:
             # wandb.init imports W&B's public API some 15 imports deep, and on Python < 3.13 pydantic looks
             # for its generic models' source in every frame, scanning sys.modules for each of importlib's
-            # (python/cpython#92041): 0.4-0.5 s of a fit's start beside torch's ~4,000 modules. Imported
-            # first from here, the chain is short and its cost a third (benchmarks/README.md, start-up).
+            # (python/cpython#92041): 0.6 s of a fit's start beside torch's ~4,000 modules. Imported first
+            # from here, the chain is short: 0.1 s (benchmarks/README.md, start-up).
             import wandb.apis.public  # noqa: F401
         return super().experiment
 
