@@ -9,7 +9,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 from lightning.pytorch.loggers import WandbLogger as LightningWandbLogger
-from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
+from lightning.pytorch.utilities import rank_zero_info
 
 from app.runs.folder import job_rank_zero
 
@@ -138,7 +138,7 @@ class WandbLogger(LightningWandbLogger):
     @property
     def experiment(self) -> Any:
         """Lightning's W&B run, started on first use (by rank 0 only)."""
-        if rank_zero_only.rank == 0:
+        if job_rank_zero():
             # wandb.init imports W&B's public API some 15 imports deep, and on Python < 3.13 pydantic looks
             # for its generic models' source in every frame, scanning sys.modules for each of importlib's
             # (python/cpython#92041): 0.6 s of a fit's start beside torch's ~4,000 modules. Imported first
