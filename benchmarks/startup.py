@@ -2,7 +2,8 @@
 
 Whole processes, rounds interleaved, medians: ``python -c "import torch, lightning"``; ``python -m app fit
 --help``; ``python -m app fit`` of a preset from process start to its first training step (W&B offline), and
-the same without a logger (the difference is what starting W&B's run costs).
+the same without a logger (the difference is what starting W&B's run costs); and W&B's run started alone,
+``import wandb; wandb.init()`` offline in a bare interpreter (the least that difference can be).
 Beside the wall-clock seconds, each process's CPU seconds (user and system, the whole process), which a
 machine shared with other jobs moves far less.
 """
@@ -46,6 +47,14 @@ def first_step(mark: Path) -> str:
     return "--trainer.callbacks+=" + json.dumps({"class_path": FIRST_STEP, "init_args": {"file": str(mark)}})
 
 
+def wandb_alone(folder: Path, mark: Path) -> str:
+    """A program that starts a W&B run offline, writes the time to ``mark``, and ends the run."""
+    return (
+        f"import time, wandb; run = wandb.init(mode='offline', dir={str(folder)!r}, project='startup'); "
+        f"open({str(mark)!r}, 'w').write(str(time.time())); run.finish()"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--root", default=str(ROOT / "datasets"), help="the preset's data folder")
@@ -54,11 +63,12 @@ def main() -> None:
     args = parser.parse_args()
     python = sys.executable
     names = ["import torch, lightning", "app fit --help", "app fit, first step", "the same, no logger"]
+    names += ["wandb.init alone"]
     rows: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for r in range(args.rounds):
-            step, bare = folder / f"step{r}", folder / f"bare{r}"
+            step, bare, alone = folder / f"step{r}", folder / f"bare{r}", folder / f"wandb{r}"
             fit = [python, "-m", "app", "fit", f"--config={ROOT / args.config}", f"--data.root={args.root}"]
             fit += ["--trainer.enable_progress_bar=false", "--test_after_fit=false"]
             commands = {
@@ -66,6 +76,7 @@ def main() -> None:
                 "app fit --help": ([python, "-m", "app", "fit", "--help"], None),
                 "app fit, first step": ([*fit, first_step(step)], step),
                 "the same, no logger": ([*fit, first_step(bare), "--trainer.logger=false"], bare),
+                "wandb.init alone": ([python, "-c", wandb_alone(folder, alone)], alone),
             }
             order = list(commands) if r % 2 == 0 else list(commands)[::-1]
             for name in order:
