@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.common import count
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -146,7 +148,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--device", default="gpu" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--recipe", metavar="CONFIG", help="time a preset's runs instead")
-    parser.add_argument("--repeats", type=int, default=3, help="rounds of runs (medians are shown)")
+    parser.add_argument("--repeats", type=count, default=3, help="rounds of runs (medians are shown)")
     parser.add_argument("--startup-repeats", type=int, default=5, help="runs of `app --help` timed; 0: none")
     args = parser.parse_args()
     machine = torch.cuda.get_device_name() if args.device == "gpu" else cpu_name()

@@ -16,6 +16,8 @@ import time
 import torch
 from torch.nn import functional as F
 
+from benchmarks.common import count
+
 
 def steps(net_name: str, batch: int, warmup: int, timed: int, tuned: bool) -> float:
     """Seconds per training step, in this process, after ``warmup`` steps."""
@@ -43,7 +45,7 @@ def main() -> None:
     parser.add_argument("--net", choices=("mnist", "cifar"), default="mnist")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=count, default=5)
     parser.add_argument("--child", choices=("defaults", "tuned"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

@@ -26,6 +26,7 @@ from torchvision.transforms import v2
 
 from app.process import keep_freed_memory
 from benchmarks.__main__ import cpu_name
+from benchmarks.common import count
 from data import CIFAR10DataModule, FashionMNISTDataModule
 from data.augment import resident_transform
 from data.batch_transforms import each, normalize, random_flip, random_resized_crop
@@ -122,7 +123,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--images", type=int, default=10000, help="resident images of the 32 and 28 px rows")
     parser.add_argument("--photos", type=int, default=512, help="resident images of the photo rows")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=count, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args()
     keep_freed_memory()  # the CLI's allocator setting

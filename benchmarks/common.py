@@ -25,6 +25,14 @@ def arguments(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def count(text: str) -> int:
+    """An argparse type for a count of rounds: 1 or more."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: give 1 or more")
+    return value
+
+
 def now(device: torch.device) -> float:
     """Seconds, once the device has finished its queued work."""
     if device.type == "cuda":

@@ -19,6 +19,7 @@ import torch
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassStatScores
 
+from benchmarks.common import count
 from models import MnistCNN
 from models.metrics import TOP_K, TopKAccuracy, macro_metrics
 
@@ -63,7 +64,7 @@ def steps(classes: int, batch_size: int) -> dict[str, Callable[[], object]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=count, default=5)
     parser.add_argument("--seconds", type=float, default=0.5)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()

@@ -37,7 +37,7 @@ from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
 
 from app.process import keep_freed_memory
-from benchmarks.common import now
+from benchmarks.common import count, now
 from data import ImageFolderDataModule
 from data.image_folder.photos import IMAGENET_MEAN, IMAGENET_STD
 
@@ -155,7 +155,7 @@ def main() -> None:
         "--photo-size", default="500x375", help="WIDTHxHEIGHT of the JPEGs (4032x3024: a phone's)"
     )
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=1, help="a, b, c run in turn; medians reported")
+    parser.add_argument("--rounds", type=count, default=1, help="a, b, c in turn; medians reported")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2, help="DataLoader workers of a and b")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of every pipeline")

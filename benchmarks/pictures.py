@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from benchmarks.common import seconds
+from benchmarks.common import count, seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 PICTURES = "app.pictures.callback.ValidationPictures"
@@ -114,7 +114,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=str(ROOT / "datasets"), help="data folder (Fashion-MNIST)")
     parser.add_argument("--epochs", type=int, nargs="+", default=[2, 6])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=count, default=3)
     parser.add_argument("--beside-drawing", type=int, metavar="STEPS", help="time STEPS steps beside drawing")
     args = parser.parse_args()
     if args.beside_drawing:

@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.common import count
 from benchmarks.tune import FIRST_STEP
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +60,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--root", default=str(ROOT / "datasets"), help="the preset's data folder")
     parser.add_argument("--config", default="configs/fashion_mnist_fast.yaml", help="the preset fit runs")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=count, default=5)
     args = parser.parse_args()
     python = sys.executable
     names = ["import torch, lightning", "app fit --help", "app fit, first step", "the same, no logger"]

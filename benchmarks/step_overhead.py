@@ -38,6 +38,8 @@ from lightning import Callback
 from torch import nn
 from torch.nn import functional as F
 
+from benchmarks.common import count
+
 ROOT = Path(__file__).resolve().parents[1]
 TURNS = "STEP_OVERHEAD_TURNS"  # warmup, chunk and the two pipes of a row's process
 
@@ -294,7 +296,7 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=100, help="steps a row runs in one turn")
     # Within one epoch (6,875 steps at batch 8): no validation among them.
     parser.add_argument("--chunks", type=int, default=29, help="turns each row takes")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=count, default=3)
     parser.add_argument("--row", choices=ROWS, help=argparse.SUPPRESS)  # one row, in this process
     args = parser.parse_args()
     if args.row:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.common import count
 from benchmarks.photos import ours, write_photos
 from data import ImageFolderDataModule
 from data.streaming import StreamingDataModule
@@ -60,7 +61,7 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=640, help="photos (10 classes)")
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--rounds", type=count, default=1)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2, help="loader workers, and shard writers")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 from lightning import Callback, Trainer
 
-from benchmarks.common import seconds
+from benchmarks.common import count, seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESET = str(ROOT / "configs" / "fashion_mnist_fast.yaml")
@@ -189,7 +189,7 @@ def main() -> None:
         "--root", default="datasets", help="--data.root (Debian's Fashion-MNIST is found anyway)"
     )
     parser.add_argument("--trials", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=count, default=3)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--limit", type=float, default=1.0, help="--trainer.limit_train_batches")
     parser.add_argument("--work", help="pruning: a folder to keep the studies in (default: temporary)")

@@ -1,5 +1,6 @@
 """The benchmark's own parts: the timer it adds to template runs, and how figures are derived."""
 
+import argparse
 import json
 import os
 import threading
@@ -13,6 +14,7 @@ from helpers.data_files import write_photo_folder
 from helpers.page_faults import STEPS, run_python
 
 from benchmarks.__main__ import median_run, throughput, timed
+from benchmarks.common import count
 from benchmarks.step_overhead import TURNS, Turns
 
 
@@ -103,3 +105,14 @@ def test_a_row_reports_each_turn_and_its_waits_are_not_timed(monkeypatch):
     assert len(per_step) == 2
     # At least the steps' 10 ms each; counting the 0.3 s wait would add 100,000 µs per step.
     assert all(10_000 <= value < 60_000 for value in per_step)
+
+
+def test_a_count_of_rounds_below_one_is_refused_by_the_parser(capsys):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=count)
+    assert parser.parse_args(["--rounds", "2"]).rounds == 2
+    for given in ("0", "-1", "x"):
+        with pytest.raises(SystemExit) as ended:
+            parser.parse_args(["--rounds", given])
+        assert ended.value.code == 2
+        assert ("give 1 or more" in capsys.readouterr().err) == (given != "x")
