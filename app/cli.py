@@ -2,7 +2,7 @@
 
 import difflib
 import functools
-import importlib.util
+import importlib
 import shlex
 import signal
 import sys
@@ -350,9 +350,8 @@ def programs() -> dict[str, str]:
 def commands_for(args: list[str] | None) -> dict[str, set[str]]:
     """The subcommands to build for ``args``, with what each leaves out: the one named first alone (each
     parser resolves every signature anew), all for ``python -m app --help`` or a misspelt one."""
-    parts = {name: hasattr(Trainer, name) for name in ("export", "lr_find")}
-    parts["shard"] = importlib.util.find_spec("data.streaming")
-    every = {**LightningCLI.subcommands(), **{n: {"model", "datamodule"} for n, on in parts.items() if on}}
+    parts = [name for name in ("export", "lr_find", "shard") if hasattr(Trainer, name)]  # optional parts
+    every = {**LightningCLI.subcommands(), **{name: {"model", "datamodule"} for name in parts}}
     given = sys.argv[1:] if args is None else args
     return {given[0]: every[given[0]]} if given and given[0] in every else every
 

@@ -1,6 +1,6 @@
 """copier's task (copier.yml): make the copied files a project of its own. Run in the new project.
 
-``python new_project.py TEMPLATE ANSWERS_JSON``: drops each part not kept's one line (copier has already
+``python new_project.py TEMPLATE ANSWERS_JSON``: drops the lines of each part not kept (copier has already
 left out its paths), renames the distribution, the W&B project and the README, and points ``make train``
 at the chosen data set. Deterministic, so that the copies ``copier update`` compares are alike.
 """
@@ -20,6 +20,12 @@ TEMPLATE_NAME = "lightning-cnn-template"
 def parts(template: Path) -> dict[str, dict]:
     """The optional parts as copier.yml defines them."""
     return yaml.safe_load((template / "copier.yml").read_text())["part_files"]["default"]
+
+
+def lines_of(part: dict) -> list[dict]:
+    """The lines elsewhere that plug ``part`` in (``{"file": ..., "naming": ...}`` each)."""
+    line = part.get("line", [])
+    return line if isinstance(line, list) else [line]
 
 
 def drop_line(file: Path, naming: str) -> None:
@@ -124,8 +130,8 @@ def main() -> None:
     for name, part in definition.items():
         if name not in answers["parts"]:
             remove_emptied_folders(part["paths"])
-            if "line" in part:
-                drop_line(Path(part["line"]["file"]), part["line"]["naming"])
+            for line in lines_of(part):
+                drop_line(Path(line["file"]), line["naming"])
     rename(answers["project_name"], answers["description"], answers["author"])
     train_on(answers["dataset"])
     Path("README.md").write_text(readme(answers, [p for p in definition if p in answers["parts"]]))
