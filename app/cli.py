@@ -35,7 +35,8 @@ DEFAULTS = Path(__file__).resolve().parents[1] / "configs" / "defaults.yaml"
 
 
 class CLI(LightningCLI):
-    """``python -m app fit|validate|test|predict|export|lr_find``; defaults in ``configs/defaults.yaml``."""
+    """``python -m app fit|validate|test|predict`` and the Trainer's other commands; defaults in
+    ``configs/defaults.yaml``."""
 
     def __init__(self, *args, **kwargs) -> None:
         self.commands = commands_for(kwargs.get("args"))
@@ -270,7 +271,7 @@ def main(args: list[str] | None = None) -> None:
     """Run the CLI; problems the user can fix end in one ``error:`` line and exit status 1."""
     given = sys.argv[1:] if args is None else args
     if given and given[0] in programs():
-        # An optional part that is a program of its own, not a Trainer method (app/tune: python -m app tune).
+        # An optional part that is a program of its own, not a Trainer method (app/NAME/command.py).
         importlib.import_module(f"app.{given[0]}.command").main(given[1:])
         return
     known = [*commands_for([]), *programs()]

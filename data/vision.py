@@ -2,7 +2,6 @@
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
@@ -36,20 +35,6 @@ class DatasetNotFoundError(DataError):
     """A data set is not on disk and cannot be fetched."""
 
 
-@dataclass(frozen=True)
-class Unreadable:
-    """What a data set that leaves out unreadable images gives in place of one: :class:`TransformedSubset`
-    passes it on untransformed, for the loader's ``collate_fn`` to drop from its batch.
-
-    Attributes:
-        path: the image file.
-        why: the one-line error reading it raised.
-    """
-
-    path: str
-    why: str
-
-
 class TransformedSubset(Dataset):
     """The samples ``indices`` of ``dataset``, each image passed through ``transform``.
 
@@ -69,7 +54,7 @@ class TransformedSubset(Dataset):
     def __getitem__(self, key: int | tuple[int, int]) -> tuple[Any, int]:
         epoch, i = key if isinstance(key, tuple) else (None, key)
         image, label = self.dataset[self.indices[i]]
-        if isinstance(image, Unreadable):
+        if getattr(image, "unreadable", False):  # left for the loader's collate_fn to drop
             return image, label
         if epoch is None:
             return self.transform(image), label
@@ -125,7 +110,7 @@ class VisionDataModule(LightningDataModule):
     image_size: int
     mean: tuple[float, ...]
     std: tuple[float, ...]
-    # The DataLoaders' (None: torch's default); one that drops Unreadable samples turns skipping them on.
+    # The DataLoaders' (None: torch's default); one that drops unreadable samples turns skipping them on.
     collate_fn: Callable | None = None
 
     def __init__(
