@@ -37,6 +37,24 @@ def drop_line(file: Path, naming: str) -> None:
     file.write_text("".join(line for line in lines if line not in naming_lines))
 
 
+def drop_extra(name: str) -> None:
+    """Take the pyproject extra ``name`` (a dropped part's) out: its definition, the comment lines just
+    above it, and its place in the dev extra's reference to the project's own extras."""
+    pyproject = Path("pyproject.toml")
+    lines = pyproject.read_text().splitlines(keepends=True)
+    start = end = next(i for i, line in enumerate(lines) if line.startswith(f"{name} = ["))
+    while start > 0 and lines[start - 1].startswith("#"):
+        start -= 1
+    kept = lines[:start] + lines[end + 1 :]
+    own = re.compile(rf'^(\s*"{re.escape(TEMPLATE_NAME)}\[)([^\]]*)(\]",)')
+
+    def without(match: re.Match) -> str:
+        extras = [extra for extra in match[2].split(",") if extra != name]
+        return f"{match[1]}{','.join(extras)}{match[3]}"
+
+    pyproject.write_text("".join(own.sub(without, line) for line in kept))
+
+
 def toml_string(text: str) -> str:
     """``text`` as a TOML basic string (JSON's escapes are TOML's for these characters)."""
     return json.dumps(text, ensure_ascii=False)
@@ -132,6 +150,8 @@ def main() -> None:
             remove_emptied_folders(part["paths"])
             for line in lines_of(part):
                 drop_line(Path(line["file"]), line["naming"])
+            if "extra" in part:
+                drop_extra(part["extra"])
     rename(answers["project_name"], answers["description"], answers["author"])
     train_on(answers["dataset"])
     Path("README.md").write_text(readme(answers, [p for p in definition if p in answers["parts"]]))

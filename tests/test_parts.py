@@ -4,6 +4,7 @@ its CLI prints its help and config and trains; the project without any runs its 
 ``make lint``."""
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,14 +20,21 @@ from helpers.tree import (
     train_config,
 )
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the dev extra installs tomli there
+    import tomli as tomllib
+
 PARTS = parts()
+EXTRAS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
 
 
 def test_copier_yml_defines_each_part_by_what_is_in_the_tree():
     assert {"image folders and photos", "dp", "validation pictures", "W&B sweeps", "benchmarks"} <= set(PARTS)
     assert {"Docker", "Horovod/Fleet migration guide"} <= set(PARTS)
     for name, part in PARTS.items():
-        assert part["paths"] and set(part) <= {"paths", "line"}, name
+        assert part["paths"] and set(part) <= {"paths", "line", "extra"}, name
+        assert part.get("extra", "dev") in EXTRAS, f"copier.yml's {name} names an extra pyproject.toml lacks"
         missing = [path for path in part["paths"] if not (ROOT / path).exists()]
         assert not missing, f"copier.yml's {name} names {missing}, which are not in the tree"
         for line in lines_of(part):
@@ -59,6 +67,10 @@ def test_a_project_without_each_part_runs(part, template, fashion_mnist_root, tm
     code = [f for folder in ("app", "models", "data", "benchmarks") for f in (project / folder).rglob("*.py")]
     assert not [str(f) for f in code if imports.search(f.read_text())]
     assert left_behind(project, [part], PARTS) == []
+    if "extra" in PARTS[part]:
+        extras = tomllib.loads((project / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+        assert PARTS[part]["extra"] not in extras
+        assert not [line for line in extras["dev"] if f"{PARTS[part]['extra']}," in line.split("[", 1)[-1]]
     for lint in (["check"], ["format", "--check"]):
         done = python_in(project, "-m", "ruff", *lint, ".")
         assert done.returncode == 0, done.stdout[-3000:]

@@ -201,7 +201,8 @@ def left_behind(project: Path, dropped: list[str], every: dict[str, dict]) -> li
         for form in (path.removesuffix(".py"), path.removesuffix(".py").replace("/", "."))
     }
     if packages:
-        naming = re.compile("|".join(rf"{re.escape(package)}\b" for package in sorted(packages)))
+        # Not within another path (tests/app/tune, a guarded test list's): the package itself.
+        naming = re.compile("|".join(rf"(?<![\w/.]){re.escape(package)}\b" for package in sorted(packages)))
         for path in sorted(project.rglob("*")):
             relative = path.relative_to(project)
             if not path.is_file() or relative.parts[0] in ("tests", ".git", ".venv", "runs"):
