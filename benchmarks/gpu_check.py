@@ -10,7 +10,8 @@ profile of each loop's steps, FastCNN at 512 against the loop, all of ``pytest -
 ``--model.compile true`` against eager, the photo pipelines, and 1-process ``ddp``/``ddp_spawn`` and
 ``dp`` fits (``benchmarks/gpu_parts.py``). Each part has its own time limit, its budget; one that fails
 or runs out of time is reported and the next one runs. ``--dry`` runs every part on CPU at tiny sizes,
-on tiny random data (tests/test_gpu_check.py, in CI; ``--root`` is not read). After each part, three
+on tiny random data, on the least work that runs its code (tests/test_gpu_check.py, in CI; ``--root``
+is not read). After each part, three
 files in OUT are written anew: ``gpu-check.md`` (Markdown tables for benchmarks/README.md),
 ``gpu-check.json`` (the machine, every part's status, budget, seconds, figures and tables) and
 ``gpu-check-logs.tar.gz`` (every child's log, the timers' records, the profiles and their traces).

@@ -68,16 +68,21 @@ def test_the_dry_run_measures_every_part_and_writes_the_table_the_json_and_the_a
             numbers = [v for v in figures if v != "n/a"]
             assert numbers and all(isinstance(v, int | float) and math.isfinite(v) for v in numbers), row
 
-    # The template against the loop: medians of interleaved rounds, each side's ratio to the loop.
-    for title in ("template / hand-written loop", "template / hand-written loop, FastCNN"):
+    # The template against the loop: medians of interleaved rounds, each side's ratio to the loop; FastCNN
+    # dry in one round.
+    for title, rounds in (("template / hand-written loop", 2), ("template / hand-written loop, FastCNN", 1)):
         ratios = {row["row"].split(": ")[1]: row["figures"] for row in parts[title]["rows"]}
         assert list(ratios) == ["hand-written loop", "template as users run it", "template, features off"]
-        assert all(f["rounds"] == 2 and f["img/s"] > 0 and f["timed s, least"] > 0 for f in ratios.values())
+        assert all(
+            f["rounds"] == rounds and f["img/s"] > 0 and f["timed s, least"] > 0 for f in ratios.values()
+        )
         for side in ("template as users run it", "template, features off"):
             assert ratios[side]["min"] <= ratios[side]["/ ref"] <= ratios[side]["max"]
         # Each round's runs, the order reversed in the second round.
         (runs,) = [t for t in parts[title]["tables"] if t["title"] == "each run"]
-        assert [r[1] for r in runs["rows"]] == [*ratios, *reversed(ratios)]
+        assert [r[1] for r in runs["rows"]] == [*ratios, *reversed(ratios)][: 3 * rounds]
+    # The data-parallel part, dry: its ddp fit alone, 1 process on gloo.
+    assert [row["row"] for row in parts["ddp, ddp_spawn and dp fits"]["rows"]] == ["ddp, 1 process, gloo"]
     # The profile: a row per loop, its top CPU rows as a table, a trace of each.
     profile = parts["step profile"]
     assert [row["row"].split(": ")[1] for row in profile["rows"]] == [
