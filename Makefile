@@ -45,15 +45,18 @@ test-all: setup fashion-mnist
 	$(PYTHON) -m pytest -m 'not slow'
 
 # The lowest versions pyproject.toml allows (scripts/lowest.py pins each requirement to its lower bound),
-# in a fresh .venv-lowest (torch 2.6.0 from PyPI: about 3 GB of CUDA wheels), on the tests of the CLI,
-# resume, DDP, the hang and timeout tests and each dependency's use (`make test-lowest LOWEST_TESTS=tests`:
-# the whole suite).
+# in a fresh .venv-lowest (torch 2.6.0 from PyPI: about 3 GB of CUDA wheels), on what the versions change:
+# the fast tests of the CLI, resume, DDP and each dependency's use, and the full tests marked `versions`
+# (one DDP and one torchrun launch, the gloo groups' exit and timeouts, W&B's offline run, signals, full
+# disks); `make test-lowest LOWEST_TESTS=tests LOWEST_MARKS='not slow'`: the whole suite.
 LOWEST := .venv-lowest
 # Those of an optional part that was dropped are left out ($(wildcard)).
 LOWEST_TESTS ?= $(wildcard tests/app/test_cli.py tests/app/test_bad_input.py tests/app/test_internals.py \
 	tests/app/runs tests/app/distributed/test_distributed.py tests/app/distributed/test_no_hangs.py \
 	tests/app/ema tests/app/export tests/app/pictures tests/data/image_folder/test_photos.py \
 	tests/models/test_backbone.py tests/test_sweeps.py)
+
+LOWEST_MARKS ?= not slow and (not full or versions)
 
 test-lowest: fashion-mnist
 	rm -rf $(LOWEST)
@@ -62,7 +65,7 @@ test-lowest: fashion-mnist
 	$(LOWEST)/bin/python scripts/lowest.py > $(LOWEST)/constraints.txt
 	cat $(LOWEST)/constraints.txt
 	$(LOWEST)/bin/python -m pip install --quiet -c $(LOWEST)/constraints.txt -e ".[dev]"
-	$(LOWEST)/bin/python -m pytest -p no:cacheprovider -m "not slow" $(LOWEST_TESTS)
+	$(LOWEST)/bin/python -m pytest -p no:cacheprovider -m "$(LOWEST_MARKS)" $(LOWEST_TESTS)
 
 lint: setup
 	$(PYTHON) -m ruff check .

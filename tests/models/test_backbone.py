@@ -183,6 +183,7 @@ def download_worker(rank: int, port: int, url: str, folder: str) -> None:
 
 @pytest.mark.full
 @pytest.mark.distributed
+@pytest.mark.versions  # make test-lowest
 def test_two_ranks_download_once_and_both_load_the_file(tmp_path):
     url, state = weights_source(tmp_path / "server")
     mp.spawn(download_worker, args=(free_port(), url, str(tmp_path)), nprocs=2)

@@ -75,7 +75,7 @@ SGD_TOLERANCE = 1e-5
 
 
 @pytest.mark.full
-@pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
+@pytest.mark.parametrize("strategy", [pytest.param("ddp", marks=pytest.mark.versions), "ddp_spawn"])
 def test_two_processes_at_b_match_one_at_2b_in_one_wandb_run(strategy, single_2b, mnist_root, tmp_path):
     args = [*CPU2, f"--trainer.strategy={strategy}", "--data.batch_size=64", "--model.optimizer.lr=0.01"]
     fit_logged_to_wandb(
@@ -162,6 +162,7 @@ def torchrun(*options: str) -> tuple[str, ...]:
 
 
 @pytest.mark.full
+@pytest.mark.versions  # make test-lowest
 def test_torchrun_launches_the_same_training_in_one_wandb_run(single_2b, mnist_root, tmp_path):
     """torchrun starts the 2 processes itself; Lightning must join them, not launch its own."""
     args = [*CPU2, "--trainer.strategy=ddp", "--data.batch_size=64", "--model.optimizer.lr=0.01"]

@@ -73,6 +73,7 @@ def test_a_killed_loader_worker_on_one_rank_ends_the_job_with_its_line(mnist_roo
     assert len(lost) == 1 and lost[0].startswith(LOST[0]) and lost[0].endswith(LOST[1]), errors
 
 
+@pytest.mark.versions  # make test-lowest
 def test_a_rank_killed_after_its_forward_leaves_the_others_one_line_from_backward(mnist_root, tmp_path):
     """Rank 0 waits in DDP's gradient all-reduce, in backward, when rank 1 dies: one line, its peer lost."""
     # No log step at step 2: the NaN check's collective, before backward, would come first.
@@ -85,6 +86,7 @@ def test_a_rank_killed_after_its_forward_leaves_the_others_one_line_from_backwar
     assert len(errors) == 1 and errors[0].startswith(LOST[0]) and errors[0].endswith(LOST[1]), errors
 
 
+@pytest.mark.versions  # make test-lowest
 @pytest.mark.skipif(
     versions.needs("torch", GLOO_TIMEOUT) is not None,
     reason="this torch's gloo groups keep the timeout they were made with",
@@ -101,6 +103,7 @@ def test_a_rank_that_hangs_ends_the_job_within_the_collective_timeout(rank, mnis
     assert COLLECTIVE_TIMEOUT <= seconds < COLLECTIVE_TIMEOUT + 20, f"{seconds:.1f} s"
 
 
+@pytest.mark.versions  # make test-lowest
 @pytest.mark.parametrize("torch_release", [(2, 6, 0), GLOO_TIMEOUT])
 def test_a_torch_whose_gloo_groups_keep_their_timeout_says_so_in_one_line(
     torch_release, mnist_root, tmp_path, monkeypatch
@@ -133,6 +136,7 @@ def gather_then_leave(rank: int, folder: str, times: int) -> None:
         leave_process_group()  # what every rank does at exit
 
 
+@pytest.mark.versions  # make test-lowest
 def test_a_rank_leaves_its_gloo_group_right_after_a_collective(tmp_path):
     """Destroying a gloo group while its thread still frees the last collective's tensors deadlocked
     on torch < 2.8 (here at the first or second of these 20 tries) until the rank paused first."""

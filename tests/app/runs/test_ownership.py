@@ -81,6 +81,7 @@ def test_a_run_being_written_is_refused_to_a_second_writer(mnist_root, trained_h
 
 
 @pytest.mark.full
+@pytest.mark.versions  # make test-lowest
 def test_ctrl_c_saves_last_ckpt_and_prints_the_resume_command(mnist_root, tmp_path):
     args = [*TWO_EPOCHS, f"--data.root={mnist_root}", "--last_checkpoint.every_n_steps=0"]
     result = run_process("fit", *args, callback("helpers.stops.SigintAt", step=5), cwd=tmp_path)

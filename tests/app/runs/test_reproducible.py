@@ -11,6 +11,7 @@ from data import MNISTDataModule
 
 
 @pytest.mark.full  # two fits: 25 s on a busy 2-core machine
+@pytest.mark.versions  # make test-lowest
 def test_two_deterministic_cpu_runs_end_with_identical_weights_and_record_their_releases(
     mnist_root, tmp_path
 ):

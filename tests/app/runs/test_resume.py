@@ -193,6 +193,7 @@ def test_nan_weights_on_one_rank_stop_every_rank_at_the_same_step(mnist_root, tm
 
 
 @pytest.mark.full
+@pytest.mark.versions  # make test-lowest
 def test_full_disk_while_saving_keeps_the_checkpoints_and_resume_is_exact(mnist_root, tmp_path):
     """Checkpoints outgrow the process's file-size limit mid-run (as on a full disk): last.ckpt and the
     best checkpoint stay whole, one line names the folder and the bytes; once there is room, the resume

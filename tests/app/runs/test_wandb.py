@@ -103,6 +103,7 @@ def test_a_config_naming_every_option_of_lightnings_logger_and_wandb_init_loads(
 
 
 @pytest.mark.full
+@pytest.mark.versions  # make test-lowest
 def test_offline_run_holds_the_config_and_a_resume_continues_it(mnist_root, tmp_path, monkeypatch):
     result = fit(tmp_path, f"--data.root={mnist_root}", *wandb_flags())
     check(result)
