@@ -59,25 +59,34 @@ def fit(cwd, *args):
     return run_process("fit", *SHRINK_WANDB, *args, shrink=False, env=wandb_offline_env(cwd), cwd=cwd)
 
 
-def imported_modules(stderr: str) -> set[str]:
-    """The modules a process run with ``python -X importtime`` imported, from its stderr."""
-    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+# Runs the CLI on each argument list of argv[1] in turn, in one fresh process, as ``python -m app`` would;
+# after each, a line of its own; at the end, the top-level packages imported.
+COMMANDS_THEN_IMPORTS = """
+import json, sys
+from app.cli import main
+for args in json.loads(sys.argv[1]):
+    try:
+        main(args)
+    except SystemExit as exit:
+        assert not exit.code, exit.code
+    print("--- end of command", flush=True)
+print(json.dumps(sorted(sys.modules)))
+"""
 
 
 def test_help_and_print_config_start_without_importing_wandb(tmp_path):
     """The default logger's options are read from its own signature: wandb is imported when a run
     starts, not by ``--help`` nor ``--print_config``, which still take its options."""
-    printed = {}
-    for flags in (["--help"], [*wandb_flags(), "--print_config"]):
-        command = [sys.executable, "-X", "importtime", "-m", "app", "fit", *flags]
-        result = run_command(command, cwd=tmp_path, env=app_env())
-        check(result)
-        imported = imported_modules(result.stderr)
-        assert {"lightning", "jsonargparse", "app.runs.wandb_logger"} <= imported
-        assert not [name for name in imported if name.split(".")[0] == "wandb"], flags[-1]
-        printed[flags[-1]] = result.stdout
-    assert "--trainer.logger.help" in printed["--help"]
-    logger = yaml.safe_load(printed["--print_config"])["trainer"]["logger"]
+    commands = [["fit", "--help"], ["fit", *wandb_flags(), "--print_config"]]
+    command = [sys.executable, "-c", COMMANDS_THEN_IMPORTS, json.dumps(commands)]
+    result = run_command(command, cwd=tmp_path, env=app_env())
+    check(result)
+    *printed, imported = result.stdout.split("--- end of command\n")
+    imported = set(json.loads(imported))
+    assert {"lightning", "jsonargparse", "app.runs.wandb_logger"} <= imported
+    assert not [name for name in imported if name.split(".")[0] == "wandb"]
+    assert "--trainer.logger.help" in printed[0]
+    logger = yaml.safe_load(printed[1])["trainer"]["logger"]
     assert logger["class_path"] == "app.runs.wandb_logger.WandbLogger"
     assert {k: logger["init_args"][k] for k in WANDB_OPTIONS} == WANDB_OPTIONS
 
