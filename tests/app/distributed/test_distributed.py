@@ -7,16 +7,12 @@ each job must make one offline W&B run and one run folder, whatever its number o
 """
 
 import importlib.util
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from helpers.cli import (
-    ROOT,
-    SHRINK,
     SHRINK_WANDB,
     app_command,
     app_env,
@@ -27,7 +23,6 @@ from helpers.cli import (
     max_difference,
     probe,
     run_app,
-    run_command,
     run_folder,
     run_process,
     wandb_offline_env,
@@ -220,43 +215,6 @@ def test_two_nodes_on_loopback_end_with_the_same_weights(mnist_root, tmp_path):
     assert end[0]["world_size"] == end[1]["world_size"] == 2
     assert end[0]["global_step"] == end[1]["global_step"] > 0
     assert max_difference(end[0]["weights"], end[1]["weights"]) == 0
-
-
-@pytest.mark.full
-def test_slurm_script_trains_on_two_tasks_and_a_requeued_job_resumes_its_run(mnist_root, tmp_path):
-    """scripts/slurm.sbatch as sbatch would run it on one node with 2 tasks (srun stood in for),
-    then as SLURM runs it again after a requeue (SLURM_RESTART_COUNT=1), told to train longer."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "srun").symlink_to(ROOT / "tests" / "helpers" / "fake_srun")
-    slurm = {"SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_NNODES": "1", "SLURM_JOB_ID": "4242"}
-    slurm |= {"SLURM_JOB_NAME": "app-fit", "SLURM_NODELIST": "localhost"}
-    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]])
-    args = [*SHRINK, "--trainer.accelerator=cpu", f"--data.root={mnist_root}", "--test_after_fit=false"]
-    steps = []
-    for restarts, epochs in ((0, 1), (1, 2)):
-        env = {**app_env(), **slurm, "PATH": path, "MASTER_PORT": str(free_port())}
-        env["SLURM_RESTART_COUNT"] = str(restarts)
-        probed = probe(tmp_path / f"probe{restarts}")
-        command = [
-            "bash",
-            str(ROOT / "scripts" / "slurm.sbatch"),
-            *args,
-            f"--trainer.max_epochs={epochs}",
-            probed,
-        ]
-        result = run_command(command, cwd=tmp_path, env=env)
-        check(result)
-        # Lightning joined SLURM's 2 tasks instead of launching processes of its own.
-        assert (result.stdout + result.stderr).count("Initializing distributed: GLOBAL_RANK") == 2
-        end = [load_probe(tmp_path / f"probe{restarts}", "end", rank) for rank in (0, 1)]
-        assert end[0]["world_size"] == 2 and max_difference(end[0]["weights"], end[1]["weights"]) == 0
-        steps.append(end[0]["global_step"])
-    # The requeued job continued the first one's run, in its folder, for one more epoch.
-    assert steps[1] == 2 * steps[0] > 0
-    assert "--ckpt_path last: resuming from runs/" in result.stderr
-    assert [p.name for p in tmp_path.glob("runs/*/*")] == ["version_0"]
-    assert "#SBATCH --signal=SIGUSR1@90" in (ROOT / "scripts" / "slurm.sbatch").read_text()
 
 
 def test_fsdp_on_cpu_is_one_clear_line(tmp_path):

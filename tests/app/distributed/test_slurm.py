@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.cli import ROOT, SHRINK, callback
+from helpers.cli import ROOT, SHRINK, callback, load_probe, max_difference, probe
 from helpers.slurm import Cluster, missing
 
 pytestmark = [pytest.mark.distributed, pytest.mark.full]
@@ -99,12 +99,15 @@ def log_of(record: dict[str, str], cluster: Cluster) -> str:
 
 
 def test_the_script_trains_from_a_fresh_clone_and_a_requeued_job_resumes_its_run(cluster, clone, mnist_root):
-    job = submit(cluster, clone, *job_args(mnist_root))
+    job = submit(cluster, clone, *job_args(mnist_root, probe(clone / "probe")))
     record = ended(cluster, job)
     log = log_of(record, cluster)
     assert record["JobState"] == "COMPLETED", log[-3000:]
     assert Path(record["StdOut"]).parent == clone  # in the folder sbatch ran in, there before the job
+    # Lightning joined SLURM's 2 tasks instead of launching processes of its own: one job, equal weights.
     assert log.count("Initializing distributed: GLOBAL_RANK") == 2, log[-3000:]
+    end = [load_probe(clone / "probe", "end", rank) for rank in (0, 1)]
+    assert end[0]["world_size"] == 2 and max_difference(end[0]["weights"], end[1]["weights"]) == 0
     assert "done: " in log and "Traceback" not in log
 
     # Requeued once its first last.ckpt is saved: run again, it resumes in the same run folder.
@@ -172,6 +175,7 @@ def test_sigusr1_stops_every_rank_at_one_step_and_the_job_requeues_and_resumes(c
     print(f"SIGUSR1 deliveries: {len(sent)} sent, {sum(sent)} accepted by SLURM")
     assert record["JobState"] == "COMPLETED" and record["Restarts"] == "2", text[-5000:]
     assert len(sent) == sum(sent) == 20  # each accepted: sent to a running job's tasks
+    assert "#SBATCH --signal=SIGUSR1@90" in (clone / "scripts" / "slurm.sbatch").read_text()  # as it is sent
     assert [line.split()[1] for line in text.splitlines() if line.startswith("attempt ")] == ["1", "2", "3"]
     assert text.count("requeueing job ") == 2 and text.count("stopped by SIGUSR1: saved ") == 2, text[-5000:]
     assert text.count("done: ") == 1 and "Traceback" not in text and "Handling auto-requeue" not in text
