@@ -14,8 +14,8 @@ import torch
 from helpers.data_files import write_cifar, write_image_folder, write_imbalanced_mnist, write_mnist
 
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
-# What `make test` should take on a 2-core machine: past it, a warning names the tests to move to `full`.
-FAST_TIER_MINUTES = 10
+# What `make test` should take on a quiet 2-core machine: past it, a warning names the slowest tests.
+FAST_TIER_MINUTES = 3
 _started = time.monotonic()
 _calls: list[tuple[float, str]] = []  # (seconds, test) of each test's call
 
@@ -66,8 +66,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         return
     names = ", ".join(f"{nodeid} ({seconds:.0f} s)" for seconds, nodeid in sorted(_calls, reverse=True)[:5])
     terminalreporter.write_line(
-        f"warning: the fast tier took over {FAST_TIER_MINUTES} min: mark its slowest tests "
-        f"@pytest.mark.full (make test-all): {names}",
+        f"warning: the fast tier took over {FAST_TIER_MINUTES} min: share a fit or shrink its slowest tests, "
+        f"or mark one that starts processes @pytest.mark.full (make test-all): {names}",
         yellow=True,
     )
 
