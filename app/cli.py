@@ -3,6 +3,7 @@
 import difflib
 import functools
 import importlib
+import pkgutil
 import shlex
 import signal
 import sys
@@ -17,8 +18,6 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 import models
 from app import process
-from app.callbacks.last_checkpoint import LastCheckpoint
-from app.callbacks.nan_stop import StopOnNonFiniteWeights
 from app.distributed.preemption import stopped
 from app.errors import LOADERS, USER_ERRORS, UsageError, fail, in_collective, raised_in
 from app.parser import Parser, one_line
@@ -32,6 +31,13 @@ from data.contract import card, provided
 from models.image_classifier import OBJECTS
 
 DEFAULTS = Path(__file__).resolve().parents[1] / "configs" / "defaults.yaml"
+# Always on, whatever trainer.callbacks lists: what checkpoints and resumes rely on (by import path: an
+# optional part's is its one line).
+ALWAYS_ON = {
+    "checkpoint": "lightning.pytorch.callbacks.ModelCheckpoint",
+    "last_checkpoint": "app.callbacks.last_checkpoint.LastCheckpoint",
+    "nan_stop": "app.nan_stop.StopOnNonFiniteWeights",  # app/nan_stop/
+}
 
 
 class CLI(LightningCLI):
@@ -71,10 +77,8 @@ class CLI(LightningCLI):
             folder.discard(self.run)  # a smoke test of the code: nothing of it is kept
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        # Always on, whatever trainer.callbacks lists: what checkpoints and resumes rely on.
-        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
-        parser.add_lightning_class_args(LastCheckpoint, "last_checkpoint")
-        parser.add_lightning_class_args(StopOnNonFiniteWeights, "nan_stop")
+        for key, path in ALWAYS_ON.items():
+            parser.add_lightning_class_args(pkgutil.resolve_name(path), key)
         parser.add_argument(
             "--name",
             type=str | None,
