@@ -188,6 +188,7 @@ class CLI(LightningCLI):
             trainer.run_folder = str(self.run.folder)
             environment = getattr(trainer.strategy, "cluster_environment", None)
             if environment is not None:
+                # workaround: Lightning checks a cluster's devices at launch (2.6); gone when at build
                 environment.validate_settings(trainer.num_devices, trainer.num_nodes)
         except (MisconfigurationException, ValueError, TypeError) as err:
             # Trainer flags this machine or launcher cannot honour: the user's to fix, not a bug.
@@ -396,6 +397,7 @@ def without_ckpt_path(args: list[str]) -> list[str]:
     ]
 
 
+# workaround: wandb ends its run at exit, colour codes in a log file (0.31); gone when Lightning ends it
 def finish_wandb() -> None:
     """End wandb's run now: at interpreter exit its closing lines reach a log file with colour codes."""
     if "wandb" in sys.modules:
