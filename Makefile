@@ -54,7 +54,7 @@ LOWEST := .venv-lowest
 LOWEST_TESTS ?= $(wildcard tests/app/test_cli.py tests/app/test_bad_input.py tests/app/test_internals.py \
 	tests/app/runs tests/app/distributed/test_distributed.py tests/app/distributed/test_no_hangs.py \
 	tests/app/ema tests/app/export tests/app/pictures tests/data/image_folder/test_photos.py \
-	tests/models/test_backbone.py tests/test_sweeps.py)
+	tests/app/wandb_logger tests/models/test_backbone.py tests/test_sweeps.py)
 
 LOWEST_MARKS ?= not slow and (not full or versions)
 

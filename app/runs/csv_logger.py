@@ -11,6 +11,7 @@ from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
 
+# workaround: Lightning's CSVLogger deletes the metrics.csv it finds (2.6); gone when it appends
 class AppendingCSVLogger(CSVLogger):
     """Lightning's CSVLogger, whose writer deletes the ``metrics.csv`` it finds (a resume's, a test's):
     its rows are put back, and its columns told."""

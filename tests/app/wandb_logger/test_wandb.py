@@ -83,11 +83,11 @@ def test_help_and_print_config_start_without_importing_wandb(tmp_path):
     check(result)
     *printed, imported = result.stdout.split("--- end of command\n")
     imported = set(json.loads(imported))
-    assert {"lightning", "jsonargparse", "app.runs.wandb_logger"} <= imported
+    assert {"lightning", "jsonargparse", "app.wandb_logger.logger"} <= imported
     assert not [name for name in imported if name.split(".")[0] == "wandb"]
     assert "--trainer.logger.help" in printed[0]
     logger = yaml.safe_load(printed[1])["trainer"]["logger"]
-    assert logger["class_path"] == "app.runs.wandb_logger.WandbLogger"
+    assert logger["class_path"] == "app.wandb_logger.WandbLogger"
     assert {k: logger["init_args"][k] for k in WANDB_OPTIONS} == WANDB_OPTIONS
 
 
@@ -104,7 +104,7 @@ def test_a_config_naming_every_option_of_lightnings_logger_and_wandb_init_loads(
                 plain = isinstance(parameter.default, str | bool | None)  # wandb's "not set" is an object
                 options.setdefault(name, parameter.default if plain else None)
     config = tmp_path / "config.yaml"
-    logger = {"class_path": "app.runs.wandb_logger.WandbLogger", "init_args": options}
+    logger = {"class_path": "app.wandb_logger.WandbLogger", "init_args": options}
     config.write_text(yaml.safe_dump({"trainer": {"logger": logger}}))
     result = run_app("fit", f"--config={config}", "--print_config", shrink=False, cwd=tmp_path)
     check(result)
