@@ -1,5 +1,7 @@
 """Image files as users have them (any size, mode and format), and what ``predict_image`` says of each."""
 
+import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -51,3 +53,15 @@ def check_rows(rows: list[dict[str, str]], expected: dict[str, tuple[str, float]
     for row in rows:
         name, probability = expected[row["file"]]
         assert (row["class_name"], float(row["probability"])) == (name, pytest.approx(probability, abs=2e-6))
+
+
+def png_header_only(width: int, height: int) -> bytes:
+    """A PNG that announces ``width`` x ``height`` grey pixels and holds a few rows of them: what a
+    decompression bomb's header looks like, without its gigabytes."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    rows = zlib.compress(b"\0" * (width + 1) * 4)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", rows) + chunk(b"IEND", b"")
