@@ -67,7 +67,6 @@ test-lowest: fashion-mnist
 lint: setup
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	$(VENV)/bin/hadolint Dockerfile
 
 # What the pre-commit hooks do, on the whole tree.
 format: setup

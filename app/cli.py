@@ -2,7 +2,7 @@
 
 import difflib
 import functools
-import importlib.util
+import importlib
 import shlex
 import signal
 import sys
@@ -35,7 +35,8 @@ DEFAULTS = Path(__file__).resolve().parents[1] / "configs" / "defaults.yaml"
 
 
 class CLI(LightningCLI):
-    """``python -m app fit|validate|test|predict|export|lr_find``; defaults in ``configs/defaults.yaml``."""
+    """``python -m app fit|validate|test|predict`` and the Trainer's other commands; defaults in
+    ``configs/defaults.yaml``."""
 
     def __init__(self, *args, **kwargs) -> None:
         self.commands = commands_for(kwargs.get("args"))
@@ -270,7 +271,7 @@ def main(args: list[str] | None = None) -> None:
     """Run the CLI; problems the user can fix end in one ``error:`` line and exit status 1."""
     given = sys.argv[1:] if args is None else args
     if given and given[0] in programs():
-        # An optional part that is a program of its own, not a Trainer method (app/tune: python -m app tune).
+        # An optional part that is a program of its own, not a Trainer method (app/NAME/command.py).
         importlib.import_module(f"app.{given[0]}.command").main(given[1:])
         return
     known = [*commands_for([]), *programs()]
@@ -350,9 +351,8 @@ def programs() -> dict[str, str]:
 def commands_for(args: list[str] | None) -> dict[str, set[str]]:
     """The subcommands to build for ``args``, with what each leaves out: the one named first alone (each
     parser resolves every signature anew), all for ``python -m app --help`` or a misspelt one."""
-    parts = {name: hasattr(Trainer, name) for name in ("export", "lr_find")}
-    parts["shard"] = importlib.util.find_spec("data.streaming")
-    every = {**LightningCLI.subcommands(), **{n: {"model", "datamodule"} for n, on in parts.items() if on}}
+    parts = [name for name in ("export", "lr_find", "shard") if hasattr(Trainer, name)]  # optional parts
+    every = {**LightningCLI.subcommands(), **{name: {"model", "datamodule"} for name in parts}}
     given = sys.argv[1:] if args is None else args
     return {given[0]: every[given[0]]} if given and given[0] in every else every
 

@@ -1,11 +1,9 @@
 """The Trainer the CLI builds: Lightning's, with additions that show in ``--print_config``."""
 
-import importlib
 from typing import Any
 
 import lightning
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveInt
-from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import ModelCheckpoint, ModelSummary, ProgressBar
 from lightning.pytorch.plugins.layer_sync import LayerSync
@@ -16,8 +14,7 @@ from app.distributed.preemption import forwarded_to_ranks
 
 
 class Trainer(lightning.Trainer):
-    """Lightning's Trainer, plus ``collective_timeout``, SyncBatchNorm on CPU, ``export`` (app/export/) and
-    ``lr_find`` (app/lr_find/).
+    """Lightning's Trainer, plus ``collective_timeout`` and what the optional parts below add.
 
     Some of Lightning's arguments are restated with the range the parser checks (outside it Lightning
     fails mid-run, or trains wrongly). A flag that turns a feature off drops the callbacks providing it,
@@ -67,10 +64,12 @@ class Trainer(lightning.Trainer):
         if "callbacks" in kwargs:
             kwargs["callbacks"] = callbacks
         plugins = [*_as_list(kwargs.get("plugins"))]
-        if sync_batchnorm:
-            # Lightning's layer sync is torch's SyncBatchNorm, refusing CPU tensors; an optional part.
-            plugins.append(importlib.import_module("app.sync_batchnorm").SyncBatchNormPlugin())
+        if sync_batchnorm and hasattr(self, "SyncBatchNormPlugin"):
+            # Lightning's layer sync is torch's SyncBatchNorm, refusing CPU tensors.
+            plugins.append(self.SyncBatchNormPlugin())
             kwargs["plugins"] = plugins
+        if kwargs.get("strategy") == "dp" and hasattr(self, "DataParallelStrategy"):
+            kwargs["strategy"] = self.DataParallelStrategy()  # Lightning 2 has no "dp" of its own
         self.collective_timeout, self.sync_batchnorm = collective_timeout, sync_batchnorm
         self.run_folder: str | None = None  # ROOT/NAME/version_N, where this run writes (set by the CLI)
         super().__init__(
@@ -98,15 +97,12 @@ class Trainer(lightning.Trainer):
         with forwarded_to_ranks(self):  # a SIGTERM to a ddp_spawn launcher reaches its ranks
             super().fit(*args, **kwargs)
 
-    from app.export import export  # optional part: app/export/ (python -m app export)
-    from app.lr_find import lr_find  # optional part: app/lr_find/ (python -m app lr_find)
-
-    def shard(self, model: LightningModule, datamodule: LightningDataModule, output: str) -> str:
-        """Write the data's splits as LitData shards to ``output``, a folder or ``s3://bucket/prefix``
-        (the streaming part: ``data/streaming``), for ``--data StreamingDataModule --data.root OUTPUT``."""
-        from data.streaming.writer import shard
-
-        return shard(datamodule, output)
+    # The optional parts that plug into the Trainer, a line each (copier.yml): a method is a command.
+    from app.dp import DataParallelStrategy  # app/dp/: --trainer.strategy dp
+    from app.export import export  # app/export/: python -m app export
+    from app.lr_find import lr_find  # app/lr_find/: python -m app lr_find
+    from app.shard import shard  # app/shard/ (streaming): python -m app shard
+    from app.sync_batchnorm import SyncBatchNormPlugin  # app/sync_batchnorm/: sync_batchnorm on CPU
 
 
 def _as_list(value: object) -> list:

@@ -5,8 +5,8 @@ from pathlib import Path
 
 from lightning import Callback, LightningModule, Trainer
 
-from app.internals import compile_counters
 from benchmarks.common import EpochClock, now
+from benchmarks.internals import compile_counters
 
 
 class EpochTimer(Callback):
@@ -17,7 +17,7 @@ class EpochTimer(Callback):
     :class:`EpochClock` as the hand-written loops are (no wait for the device within an epoch);
     ``fit_seconds`` is the whole training loop, validation included (start-up, sanity check and
     test excluded); ``compile``, what ``torch.compile`` did in the process
-    (:func:`app.internals.compile_counters`).
+    (:func:`benchmarks.internals.compile_counters`).
 
     Args:
         path: the JSON file to write.

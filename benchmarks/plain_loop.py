@@ -19,8 +19,8 @@ import sys
 import torch
 from torch.nn import functional as F
 
-from app.internals import compile_counters
 from benchmarks.common import EpochClock, arguments, report
+from benchmarks.internals import compile_counters
 from data import FashionMNISTDataModule
 from data.batch_transforms import standardization, standardize
 from models import FastCNN, MnistCNN

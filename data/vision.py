@@ -2,7 +2,6 @@
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
@@ -20,20 +19,6 @@ from data.fingerprint import fingerprint
 from data.folds import check_folds, fold_indices
 from data.predict_files import ImageFiles, eval_transform, trained_card
 from data.samplers import BalancedEpochSampler, BalancedSampler, EpochSampler
-
-
-@dataclass(frozen=True)
-class Unreadable:
-    """What a data set that leaves out unreadable images gives in place of one: :class:`TransformedSubset`
-    passes it on untransformed, for the loader's ``collate_fn`` to drop from its batch.
-
-    Attributes:
-        path: the image file.
-        why: the one-line error reading it raised.
-    """
-
-    path: str
-    why: str
 
 
 class TransformedSubset(Dataset):
@@ -55,7 +40,7 @@ class TransformedSubset(Dataset):
     def __getitem__(self, key: int | tuple[int, int]) -> tuple[Any, int]:
         epoch, i = key if isinstance(key, tuple) else (None, key)
         image, label = self.dataset[self.indices[i]]
-        if isinstance(image, Unreadable):
+        if getattr(image, "unreadable", False):  # left for the loader's collate_fn to drop
             return image, label
         if epoch is None:
             return self.transform(image), label
@@ -113,7 +98,7 @@ class VisionDataModule(LightningDataModule):
     image_size: int
     mean: tuple[float, ...]
     std: tuple[float, ...]
-    # The DataLoaders' (None: torch's default); one that drops Unreadable samples turns skipping them on.
+    # The DataLoaders' (None: torch's default); one that drops unreadable samples turns skipping them on.
     collate_fn: Callable | None = None
 
     def __init__(

@@ -48,19 +48,3 @@ def macro_metrics(num_classes: int, prefix: str) -> MetricCollection:
     if num_classes > TOP_K:
         metrics["acc_top5"] = TopKAccuracy(TOP_K)
     return MetricCollection(metrics, prefix=f"{prefix}/", compute_groups=True)
-
-
-def per_class(stats: Tensor) -> dict[str, Tensor]:
-    """Support, precision, recall and F1 of each class from ``MulticlassStatScores(average=None)``'s
-    ``(classes, 5)`` result (tp, fp, tn, fn, support); 0 where a ratio is 0/0, as torchmetrics has it."""
-    tp, fp, _, fn, support = stats.double().unbind(dim=1)
-    return {
-        "support": support.long(),
-        "precision": _ratio(tp, tp + fp),
-        "recall": _ratio(tp, tp + fn),
-        "f1": _ratio(2 * tp, 2 * tp + fp + fn),
-    }
-
-
-def _ratio(counts: Tensor, totals: Tensor) -> Tensor:
-    return counts / totals.clamp(min=1)  # a total of 0 has counts of 0: the ratio is 0

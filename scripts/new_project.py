@@ -1,6 +1,6 @@
 """copier's task (copier.yml): make the copied files a project of its own. Run in the new project.
 
-``python new_project.py TEMPLATE ANSWERS_JSON``: drops each part not kept's one line (copier has already
+``python new_project.py TEMPLATE ANSWERS_JSON``: drops the lines of each part not kept (copier has already
 left out its paths), renames the distribution, the W&B project and the README, and points ``make train``
 at the chosen data set. Deterministic, so that the copies ``copier update`` compares are alike.
 """
@@ -22,6 +22,12 @@ def parts(template: Path) -> dict[str, dict]:
     return yaml.safe_load((template / "copier.yml").read_text())["part_files"]["default"]
 
 
+def lines_of(part: dict) -> list[dict]:
+    """The lines elsewhere that plug ``part`` in (``{"file": ..., "naming": ...}`` each)."""
+    line = part.get("line", [])
+    return line if isinstance(line, list) else [line]
+
+
 def drop_line(file: Path, naming: str) -> None:
     """Delete the one line of ``file`` that names ``naming``."""
     lines = file.read_text().splitlines(keepends=True)
@@ -29,6 +35,24 @@ def drop_line(file: Path, naming: str) -> None:
     if len(naming_lines) != 1:
         sys.exit(f"error: {file} should name {naming} on one line, not {len(naming_lines)}")
     file.write_text("".join(line for line in lines if line not in naming_lines))
+
+
+def drop_extra(name: str) -> None:
+    """Take the pyproject extra ``name`` (a dropped part's) out: its definition, the comment lines just
+    above it, and its place in the dev extra's reference to the project's own extras."""
+    pyproject = Path("pyproject.toml")
+    lines = pyproject.read_text().splitlines(keepends=True)
+    start = end = next(i for i, line in enumerate(lines) if line.startswith(f"{name} = ["))
+    while start > 0 and lines[start - 1].startswith("#"):
+        start -= 1
+    kept = lines[:start] + lines[end + 1 :]
+    own = re.compile(rf'^(\s*"{re.escape(TEMPLATE_NAME)}\[)([^\]]*)(\]",)')
+
+    def without(match: re.Match) -> str:
+        extras = [extra for extra in match[2].split(",") if extra != name]
+        return f"{match[1]}{','.join(extras)}{match[3]}"
+
+    pyproject.write_text("".join(own.sub(without, line) for line in kept))
 
 
 def toml_string(text: str) -> str:
@@ -124,8 +148,10 @@ def main() -> None:
     for name, part in definition.items():
         if name not in answers["parts"]:
             remove_emptied_folders(part["paths"])
-            if "line" in part:
-                drop_line(Path(part["line"]["file"]), part["line"]["naming"])
+            for line in lines_of(part):
+                drop_line(Path(line["file"]), line["naming"])
+            if "extra" in part:
+                drop_extra(part["extra"])
     rename(answers["project_name"], answers["description"], answers["author"])
     train_on(answers["dataset"])
     Path("README.md").write_text(readme(answers, [p for p in definition if p in answers["parts"]]))

@@ -3,6 +3,7 @@
 How runs are made and shrunk is in ``helpers/cli.py``; the data writers in ``helpers/data_files.py``.
 """
 
+import importlib.util
 import os
 import shutil
 import time
@@ -31,8 +32,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that start several processes (the long ones) first: under pytest-xdist they then run
-    beside the short ones rather than alone at the end."""
+    beside the short ones rather than alone at the end. Those of an optional part that is not here skip."""
     items.sort(key=lambda item: item.get_closest_marker("distributed") is None)
+    for item in items:
+        for marker in item.iter_markers("part"):
+            if not has_part(marker.args[0]):
+                item.add_marker(pytest.mark.skip(reason=f"the project was made without {marker.args[0]}"))
+
+
+def has_part(module: str) -> bool:
+    """Whether the optional part whose package is ``module`` (``data.image_folder``) is in this project."""
+    return importlib.util.find_spec(module) is not None
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -90,6 +100,9 @@ def cifar100_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def image_folder_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A labelled image folder, for the image-folder part's DataModule (skips where it was dropped)."""
+    if not has_part("data.image_folder"):
+        pytest.skip("the project was made without data.image_folder")
     return write_image_folder(tmp_path_factory.mktemp("images"))
 
 

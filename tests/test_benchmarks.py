@@ -15,6 +15,7 @@ from helpers.page_faults import STEPS, run_python
 
 from benchmarks.__main__ import median_run, throughput, timed
 from benchmarks.common import count
+from benchmarks.internals import compile_counters
 from benchmarks.step_overhead import TURNS, Turns
 
 
@@ -116,3 +117,15 @@ def test_a_count_of_rounds_below_one_is_refused_by_the_parser(capsys):
             parser.parse_args(["--rounds", given])
         assert ended.value.code == 2
         assert ("give 1 or more" in capsys.readouterr().err) == (given != "x")
+
+
+def test_the_compile_counters_count_a_recompilation():
+    """A compiled function called with a second shape (static shapes) compiles again: one more frame."""
+    before = compile_counters()
+    double = torch.compile(lambda x: 2 * x, backend="eager", dynamic=False)
+    double(torch.ones(2))
+    double(torch.ones(3))
+    after = compile_counters()
+    assert after["frames compiled"] - before["frames compiled"] == 2
+    for unchanged in ("graph breaks", "cudagraph skips"):
+        assert after[unchanged] == before[unchanged], unchanged

@@ -199,9 +199,9 @@ Train with `python -m app fit --trainer.max_epochs 2 --data.batch_size 64 --no_s
 `make no-such-target`, `python -m app no_such_command`. A preset of yours: `configs/my_run.yaml`.
 
 ```bash
-python -m app fit --data ImageFolderDataModule --data.root photos --data.no_such_option 3 \\
+python -m app fit --data CIFAR10DataModule --data.root photos --data.no_such_option 3 \\
     --model.optimizer AdamW --model.optimizer.weight_decay 0.05 --trainer.no_such_flag 1
-python -m app export --ckpt_path CKPT --format onnx
+python -m app validate --ckpt_path CKPT --data.batch_size 8
 ```
 """
     assert missing(ROOT / "README.md", text, options) == [

@@ -1,25 +1,44 @@
 """The optional parts (copier.yml's ``part_files``): a project made from the template without any one of
-them has none of its paths nor its line elsewhere, and its CLI prints its help and config and trains."""
+them has none of its paths nor its lines elsewhere, nothing that only they used, passes its linters, and
+its CLI prints its help and config and trains; the project without any runs its own ``make test`` and
+``make lint``."""
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
 from helpers.cli import ROOT
-from helpers.tree import check_it_runs, new_project, parts, python_in
+from helpers.tree import (
+    check_it_runs,
+    left_behind,
+    lines_of,
+    make_in,
+    new_project,
+    parts,
+    python_in,
+    train_config,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the dev extra installs tomli there
+    import tomli as tomllib
 
 PARTS = parts()
+EXTRAS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
 
 
 def test_copier_yml_defines_each_part_by_what_is_in_the_tree():
     assert {"image folders and photos", "dp", "validation pictures", "W&B sweeps", "benchmarks"} <= set(PARTS)
     assert {"Docker", "Horovod/Fleet migration guide"} <= set(PARTS)
     for name, part in PARTS.items():
-        assert part["paths"] and set(part) <= {"paths", "line"}, name
+        assert part["paths"] and set(part) <= {"paths", "line", "extra"}, name
+        assert part.get("extra", "dev") in EXTRAS, f"copier.yml's {name} names an extra pyproject.toml lacks"
         missing = [path for path in part["paths"] if not (ROOT / path).exists()]
         assert not missing, f"copier.yml's {name} names {missing}, which are not in the tree"
-        if "line" in part:
-            file, naming = part["line"]["file"], part["line"]["naming"]
+        for line in lines_of(part):
+            file, naming = line["file"], line["naming"]
             naming_lines = [line for line in (ROOT / file).read_text().splitlines() if naming in line]
             assert len(naming_lines) == 1, f"{file} should name {naming} on one line, not {len(naming_lines)}"
 
@@ -31,7 +50,7 @@ def package_of(paths: list[str]) -> str:
 
 @pytest.mark.full
 @pytest.mark.parametrize("part", sorted(PARTS))
-def test_a_project_without_each_part_runs(part, template, mnist_root, tmp_path):
+def test_a_project_without_each_part_runs(part, template, fashion_mnist_root, tmp_path):
     project = new_project(template, tmp_path / "project", parts=[p for p in PARTS if p != part])
     assert not [path for path in PARTS[part]["paths"] if (project / path).exists()]
     dropped = [Path(path) for path in PARTS[part]["paths"]]
@@ -40,14 +59,35 @@ def test_a_project_without_each_part_runs(part, template, mnist_root, tmp_path):
     assert all(
         (project / path).exists() for path in kept if not any(Path(path).is_relative_to(d) for d in dropped)
     )
-    if "line" in PARTS[part]:
-        assert PARTS[part]["line"]["naming"] not in (project / PARTS[part]["line"]["file"]).read_text()
+    for line in lines_of(PARTS[part]):
+        assert line["naming"] not in (project / line["file"]).read_text()
     package = package_of(PARTS[part]["paths"])
     # Top-level imports: one inside a function that catches ImportError is how code uses a part if present.
     imports = re.compile(rf"^(from|import) {re.escape(package)}\b", re.MULTILINE)
     code = [f for folder in ("app", "models", "data", "benchmarks") for f in (project / folder).rglob("*.py")]
     assert not [str(f) for f in code if imports.search(f.read_text())]
-    check_it_runs(project, mnist_root)
+    assert left_behind(project, [part], PARTS) == []
+    if "extra" in PARTS[part]:
+        extras = tomllib.loads((project / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+        assert PARTS[part]["extra"] not in extras
+        assert not [line for line in extras["dev"] if f"{PARTS[part]['extra']}," in line.split("[", 1)[-1]]
+    for lint in (["check"], ["format", "--check"]):
+        done = python_in(project, "-m", "ruff", *lint, ".")
+        assert done.returncode == 0, done.stdout[-3000:]
+    # A one-batch fit of what `make train` trains (Fashion-MNIST, copier's default answer).
+    preset = train_config(project)
+    one_batch = [f"--config={preset}", "--trainer.limit_train_batches=1", "--trainer.limit_val_batches=1"]
+    check_it_runs(project, fashion_mnist_root, *one_batch, data_class="data.FashionMNISTDataModule")
+
+
+@pytest.mark.full
+def test_the_project_without_any_part_passes_its_own_make_test_and_lint(template, tmp_path):
+    project = new_project(template, tmp_path / "minimal", parts=[])
+    assert left_behind(project, list(PARTS), PARTS) == []
+    for target in ("lint", "test"):
+        done = make_in(project, target)
+        assert done.returncode == 0, f"make {target}:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}"
+    assert " passed" in done.stdout and " failed" not in done.stdout
 
 
 @pytest.mark.full

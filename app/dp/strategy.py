@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 import torch
-from lightning.pytorch.strategies import ParallelStrategy, StrategyRegistry
+from lightning.pytorch.strategies import ParallelStrategy
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from torch import Tensor, nn
 
@@ -98,9 +98,3 @@ class DataParallelStrategy(ParallelStrategy):
 
     def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
         return decision
-
-
-def register() -> None:
-    """Make ``--trainer.strategy dp`` name this strategy (the CLI calls it when it starts)."""
-    if "dp" not in StrategyRegistry:
-        StrategyRegistry.register("dp", DataParallelStrategy, description=DataParallelStrategy.__doc__)

@@ -11,7 +11,7 @@ from lightning.pytorch.tuner import Tuner
 from lightning.pytorch.utilities import rank_zero_info
 
 from app.errors import UsageError
-from app.internals import spawns_ranks
+from app.lr_find.internals import spawns_ranks
 from app.lr_find.report import write
 from models import optimization
 

@@ -13,7 +13,6 @@ from torchmetrics.classification import MulticlassStatScores
 from app.runs import folder
 from app.runs.folder import run_folder
 from data.contract import provided
-from models.metrics import per_class
 
 FILE_NAME = "test-per-class.csv"
 COLUMNS = ["class", "class_name", "support", "precision", "recall", "f1"]
@@ -110,3 +109,19 @@ def describe(rows: list[tuple], path: Path, print_rows: int) -> str:
     for _, name, support, precision, recall, f1 in shown:
         lines.append(f"  {name:<{width}}  {support:>7}  {precision:>9.4f}  {recall:>6.4f}  {f1:>6.4f}")
     return "\n".join(lines)
+
+
+def per_class(stats: Tensor) -> dict[str, Tensor]:
+    """Support, precision, recall and F1 of each class from ``MulticlassStatScores(average=None)``'s
+    ``(classes, 5)`` result (tp, fp, tn, fn, support); 0 where a ratio is 0/0, as torchmetrics has it."""
+    tp, fp, _, fn, support = stats.double().unbind(dim=1)
+    return {
+        "support": support.long(),
+        "precision": _ratio(tp, tp + fp),
+        "recall": _ratio(tp, tp + fn),
+        "f1": _ratio(2 * tp, 2 * tp + fp + fn),
+    }
+
+
+def _ratio(counts: Tensor, totals: Tensor) -> Tensor:
+    return counts / totals.clamp(min=1)  # a total of 0 has counts of 0: the ratio is 0

@@ -4,8 +4,9 @@ import collections
 import functools
 import io
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -19,7 +20,7 @@ from torchvision.transforms import v2
 from data.batch_transforms import normalize
 from data.predict_files import IMAGE_SUFFIXES, is_image
 from data.resident import BatchTransform
-from data.vision import DataError, Unreadable
+from data.vision import DataError
 
 # torchvision's and timm's ImageNet statistics: the usual ones for RGB photos. One grey channel
 # takes their mean over the colours.
@@ -84,6 +85,21 @@ def skipped_line(folder: Path, names: list[str]) -> str:
         f"{folder}: skipped {len(names)} file(s) that are not images ({counts}); "
         f"images are {' '.join(IMAGE_SUFFIXES)}"
     )
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """What the folder's data set gives in place of an image it cannot read: ``TransformedSubset`` passes
+    it on untransformed (``unreadable``), for :func:`collate_readable` to drop from its batch.
+
+    Attributes:
+        path: the image file.
+        why: the one-line error reading it raised.
+    """
+
+    path: str
+    why: str
+    unreadable: ClassVar[bool] = True
 
 
 class PhotoFolder(ImageFolder):

@@ -13,6 +13,9 @@ from helpers.data_files import corrupt_jpeg, write_cifar, write_image_folder, wr
 from models import MnistCNN
 
 CPU2_DDP = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
+# The cases on the image-folder part's DataModule.
+IMAGE_FOLDER = pytest.mark.part("data.image_folder")
+IMAGE_FOLDER_FLAG = "--data=ImageFolderDataModule"
 
 
 def error_line(result) -> str:
@@ -55,6 +58,7 @@ def test_a_cifar_checksum_mismatch_is_one_line_and_overwrites_nothing(tmp_path):
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
 
 
+@IMAGE_FOLDER
 @pytest.mark.parametrize(("loader", "workers"), [("torch", 0), ("torch", 1), ("resident", 0)])
 def test_an_unreadable_image_is_named(loader, workers, tmp_path):
     """With workers the DataLoader re-raises the error with the worker's traceback as its message;
@@ -71,6 +75,7 @@ def test_an_unreadable_image_is_named(loader, workers, tmp_path):
     assert line == expected + (skip if loader == "torch" else "")
 
 
+@IMAGE_FOLDER
 @pytest.mark.parametrize(("split", "loader"), [("train", "torch"), ("test", "resident")])
 def test_a_cut_jpeg_in_any_split_is_named(split, loader, tmp_path):
     root = write_photo_folder(tmp_path / "photos", per_class=4)
@@ -82,6 +87,7 @@ def test_a_cut_jpeg_in_any_split_is_named(split, loader, tmp_path):
     assert line.endswith("delete or replace it" + (skip if loader == "torch" else ""))
 
 
+@IMAGE_FOLDER
 @pytest.mark.parametrize(
     ("layout", "expected"),
     [
@@ -138,10 +144,11 @@ def test_a_batch_larger_than_a_process_share_is_one_line(args, share, mnist_root
             "error: unrecognized arguments: --trainer.devics=2; close: --trainer.devices",
         ),
         (["--model.zzz=1"], None, "error: unrecognized arguments: --model.zzz=1"),
-        (
+        pytest.param(
             ["--data=ImageFolderDataModule", "--data.imagesize=64"],
             None,
             ("ImageFolderDataModule", "'imagesize'"),
+            marks=IMAGE_FOLDER,
         ),
         (["--data.batch_size=abc"], None, ("batch_size", "abc")),
         ([], "model:\n  lr: [0.1\n", ("line 2",)),
@@ -254,7 +261,13 @@ REFUSED_LATER = [
 ]
 
 
-@pytest.mark.parametrize(("args", "expected"), REFUSED_LATER, ids=[args[-1] for args, _ in REFUSED_LATER])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        pytest.param(args, expected, id=args[-1], marks=[IMAGE_FOLDER] if IMAGE_FOLDER_FLAG in args else [])
+        for args, expected in REFUSED_LATER
+    ],
+)
 def test_a_bad_network_data_or_trainer_value_is_one_line(args, expected, tmp_path):
     result = run_app("fit", "--trainer.accelerator=cpu", *args, shrink=False, cwd=tmp_path)
     assert result.returncode == 1
@@ -267,6 +280,7 @@ def test_a_bad_network_data_or_trainer_value_is_one_line(args, expected, tmp_pat
 IMAGE_FOLDER_FIT = ["--data=ImageFolderDataModule", "--data.batch_size=8", "--model.net=CifarCNN"]
 
 
+@IMAGE_FOLDER
 def test_an_image_folder_test_split_is_checked_before_training(tmp_path):
     root = write_image_folder(tmp_path / "images")
     (root / "test" / "class_2").rename(root / "test" / "class_x")
@@ -278,6 +292,7 @@ def test_an_image_folder_test_split_is_checked_before_training(tmp_path):
     assert not list(tmp_path.glob("runs/*/version_*"))  # and the start left no run folder
 
 
+@IMAGE_FOLDER
 @pytest.mark.parametrize("loader", ["resident", "torch"])
 def test_an_image_folder_val_split_with_other_classes_is_one_line_before_anything(loader, tmp_path):
     """val/ is checked when the data is first read, whether fit tests or not: nothing decoded, nothing run."""
@@ -297,6 +312,7 @@ def test_an_image_folder_val_split_with_other_classes_is_one_line_before_anythin
     assert not list(tmp_path.glob("runs/*/version_*"))
 
 
+@IMAGE_FOLDER
 def test_testing_on_a_val_split_that_is_not_there_is_one_line(tmp_path):
     root = write_image_folder(tmp_path / "images")
     line = error_line(
@@ -309,6 +325,7 @@ def test_testing_on_a_val_split_that_is_not_there_is_one_line(tmp_path):
     assert not list(tmp_path.glob("runs/*/version_*"))
 
 
+@IMAGE_FOLDER
 def test_an_image_folder_without_test_trains_and_says_fit_ends_untested(tmp_path):
     """Many photo folders are only class folders: test/ is optional (`test` needs it, `predict` a folder)."""
     root = write_image_folder(tmp_path / "images")
@@ -421,6 +438,7 @@ def test_a_monitored_key_the_model_never_logs_is_one_line_before_training(flag, 
     assert not list(tmp_path.glob("runs/*/version_*"))  # and the start left no run folder
 
 
+@IMAGE_FOLDER
 def test_an_option_given_before_the_class_that_takes_it_says_to_swap_them(tmp_path):
     result = run_app(
         "fit", "--data.image_size=32", "--data=ImageFolderDataModule", shrink=False, cwd=tmp_path
@@ -465,8 +483,12 @@ def test_a_run_config_naming_a_class_that_is_gone_says_where_it_is(trained_here,
 
 
 def test_a_misspelt_command_is_one_line_naming_the_close_one(tmp_path):
-    result = run_app("tun", shrink=False, cwd=tmp_path)
-    assert error_line(result).endswith("; close: tune")
+    assert error_line(run_app("valdate", shrink=False, cwd=tmp_path)).endswith("; close: validate")
+
+
+@pytest.mark.part("app.tune")
+def test_a_misspelt_program_of_a_part_is_named_too(tmp_path):
+    assert error_line(run_app("tun", shrink=False, cwd=tmp_path)).endswith("; close: tune")
     assert "tune" in run_app("--help", shrink=False, cwd=tmp_path).stdout  # listed with the others
 
 

@@ -183,6 +183,7 @@ NETS_SHARING_AN_ARGUMENT = """
 """
 
 
+@pytest.mark.part("data.image_folder")  # the DataModule whose defaults differ from MNIST's
 def test_switching_the_class_gives_its_own_defaults(tmp_path, monkeypatch):
     # defaults.yaml names MNISTDataModule: its val_size 5000 and root datasets are not the user's.
     result = run_app("fit", "--data=ImageFolderDataModule", "--print_config", shrink=False, cwd=tmp_path)

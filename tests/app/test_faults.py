@@ -37,6 +37,7 @@ from app.runs.checkpoints import intact
 IMAGE_FOLDER = ["--data=ImageFolderDataModule", "--data.loader=torch", "--data.batch_size=4"]
 
 
+@pytest.mark.part("data.image_folder")
 def test_unreadable_images_are_left_out_counted_and_never_mislabelled(tmp_path):
     """With ``--data.skip_unreadable`` a JPEG cut in half leaves its batch (label and all); each stage
     that met one says so in one line at its end."""
@@ -71,9 +72,11 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120) -> Non
 def loader_data(path: str, tmp_path: Path, mnist_root: Path) -> list[str]:
     """The data flags of a small training set on the image-folder or the streaming path."""
     if path == "image folder":
+        if importlib.util.find_spec("data.image_folder") is None:
+            pytest.skip("the project was made without data.image_folder")
         return [*IMAGE_FOLDER, f"--data.root={write_image_folder(tmp_path / 'images', per_class=12)}"]
-    if importlib.util.find_spec("litdata") is None:
-        pytest.skip("the streaming extra is not installed")
+    if importlib.util.find_spec("data.streaming") is None or importlib.util.find_spec("litdata") is None:
+        pytest.skip("the project was made without data.streaming, or its extra is not installed")
     from data.mnist import MNISTDataModule
     from data.streaming.writer import shard
 

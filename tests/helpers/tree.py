@@ -1,8 +1,11 @@
 """The template as a template: its files in a git repository of their own, copier run on it, its optional
 parts as copier.yml defines them, and the checks that a project made from it runs."""
 
+import ast
+import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,8 +41,15 @@ def copy_of_the_tree(project: Path) -> None:
 
 
 def parts() -> dict[str, dict]:
-    """``{part: {"paths": [...], "line": {"file": ..., "naming": ...}}}`` (``line`` where it has one)."""
+    """``{part: {"paths": [...], "line": {"file": ..., "naming": ...}}}`` (``line`` where it has one, a list
+    where it has two: see :func:`lines_of`)."""
     return yaml.safe_load((ROOT / "copier.yml").read_text())["part_files"]["default"]
+
+
+def lines_of(part: dict) -> list[dict]:
+    """The lines elsewhere that plug ``part`` in, ``{"file": ..., "naming": ...}`` each."""
+    line = part.get("line", [])
+    return line if isinstance(line, list) else [line]
 
 
 def git(repo: Path, *args: str) -> str:
@@ -102,17 +112,118 @@ def python_in(project: Path, *args: str, timeout: int = 300) -> subprocess.Compl
     return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def check_it_runs(project: Path, mnist_root: Path, *fit_args: str) -> None:
-    """The project's CLI prints its help and config and trains briefly; its tests load. One process
-    (``helpers/project_check.py``) does all four."""
-    args = {"config": list(fit_args), "fit": [*SHRINK, f"--data.root={mnist_root}", *fit_args]}
+def check_it_runs(
+    project: Path, data_root: Path, *fit_args: str, data_class: str = "data.MNISTDataModule"
+) -> None:
+    """The project's CLI prints its help and config (``data_class`` in it) and trains briefly on
+    ``data_root``; its tests load. One process (``helpers/project_check.py``) does all four."""
+    # A --config first: one after them would put its values over the flags before it.
+    configs = [arg for arg in fit_args if arg.startswith("--config=")]
+    rest = [arg for arg in fit_args if arg not in configs]
+    args = {"config": list(fit_args), "fit": [*configs, *SHRINK, f"--data.root={data_root}", *rest]}
     script = (ROOT / "tests" / "helpers" / "project_check.py").read_text()
     done = python_in(project, "-c", script, json.dumps(args))
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert results["help"]["code"] == 0 and "fit" in results["help"]["stdout"], done.stderr[-2000:]
     assert results["config"]["code"] == 0, done.stderr[-2000:]
-    assert "class_path: data.MNISTDataModule" in results["config"]["stdout"]
+    assert f"class_path: {data_class}\n" in results["config"]["stdout"]
     assert results["fit"]["code"] == 0, done.stderr[-2000:]
     assert list((project / "runs").glob("*/version_0/checkpoints/*.ckpt"))
     assert results["collect"]["code"] == 0, results["collect"]["stdout"][-3000:]
+
+
+def train_config(project: Path) -> str:
+    """The preset ``make train`` trains in ``project`` (its Makefile's)."""
+    return re.search(r"-m app fit --config (\S+)", (project / "Makefile").read_text())[1]
+
+
+def make_in(project: Path, *targets: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """``make TARGETS`` in ``project`` on this venv, as installed (no second install): its packages only,
+    as :func:`python_in` runs them."""
+    venv = Path(sys.prefix)
+    path = [project, sysconfig.get_paths()["purelib"]]
+    env = {**app_env(), "PYTHONPATH": os.pathsep.join(map(str, path))}
+    command = ["make", f"--old-file={venv / '.installed'}", f"VENV={venv}", f"PYTHON={sys.executable} -S"]
+    return subprocess.run(
+        [*command, *targets], cwd=project, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def used_names(root: Path) -> set[str]:
+    """Every name the code outside ``tests/`` uses (names, attributes, imports, words of its strings), and
+    every word of its configs and make files: where a function or class can be called from."""
+    names = set()
+    for path in root.rglob("*.py"):
+        if path.relative_to(root).parts[0] in ("tests", ".venv"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                names.add(node.attr)
+            elif isinstance(node, ast.alias):
+                names.add(node.asname or node.name.rsplit(".", 1)[-1])
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names.update(re.findall(r"\w+", node.value))
+    for path in [*root.glob("configs/**/*.yaml"), *root.glob("**/*.mk"), root / "Makefile"]:
+        if path.is_file() and ".venv" not in path.parts:
+            names.update(re.findall(r"\w+", path.read_text()))
+    return names
+
+
+def defined(root: Path) -> dict[str, str]:
+    """The functions and classes defined at the top of the modules of ``app``, ``data`` and ``models``."""
+    found = {}
+    modules = sorted(path for folder in ("app", "data", "models") for path in (root / folder).rglob("*.py"))
+    for path in modules:
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                found[node.name] = str(path.relative_to(root))
+    return found
+
+
+def left_behind(project: Path, dropped: list[str], every: dict[str, dict]) -> list[str]:
+    """What stays of the ``dropped`` parts in ``project``: each function or class the template uses but the
+    project does not (its callers went with them), and each line outside ``tests/`` naming a dropped part's
+    package (``app/tune``, ``app.tune``) but for one saying it is missing or how to add it back."""
+    used, used_in_template = used_names(project), template_used()
+    found = [
+        f"{name} ({path}): nothing calls it"
+        for name, path in defined(project).items()
+        if name not in used and name in used_in_template
+    ]
+    packages = {
+        form
+        for name in dropped
+        for path in every[name]["paths"]
+        if path.startswith(("app/", "data/"))
+        for form in (path.removesuffix(".py"), path.removesuffix(".py").replace("/", "."))
+    }
+    if packages:
+        # Not within another path (tests/app/tune, a guarded test list's): the package itself.
+        naming = re.compile("|".join(rf"(?<![\w/.]){re.escape(package)}\b" for package in sorted(packages)))
+        for path in sorted(project.rglob("*")):
+            relative = path.relative_to(project)
+            if not path.is_file() or relative.parts[0] in ("tests", ".git", ".venv", "runs"):
+                continue
+            try:
+                lines = path.read_text().splitlines()
+            except UnicodeDecodeError:
+                continue
+            found += [
+                f"{relative}:{number}: {line.strip()}"
+                for number, line in enumerate(lines, 1)
+                if naming.search(line) and not MISSING_OR_ADD_BACK.search(line)
+            ]
+    return found
+
+
+# A line that names a dropped part to say it is not there, or how to bring it back, is no leftover.
+MISSING_OR_ADD_BACK = re.compile(r"made without|was dropped|copier update|add it back")
+
+
+@functools.cache
+def template_used() -> frozenset[str]:
+    """The names the template's own code uses."""
+    return frozenset(used_names(ROOT))

@@ -1,4 +1,4 @@
-"""``--trainer.strategy dp``: registered, harmless on CPU, checkpoints portable, loss as on one GPU."""
+"""``--trainer.strategy dp``: the Trainer's, harmless on CPU, checkpoints portable, loss as on one GPU."""
 
 import copy
 
@@ -6,18 +6,18 @@ import pytest
 import torch
 from helpers.cli import check, logged, run_app, run_folder, run_process
 from lightning import Trainer
-from lightning.pytorch.strategies import StrategyRegistry
 
-from app import process
+from app.dp import DataParallelStrategy
+from app.trainer import Trainer as AppTrainer
 from data import MNISTDataModule
 from models import ImageClassifier, MnistCNN
 
 CPU2 = ["--trainer.accelerator=cpu", "--trainer.devices=2"]
 
 
-def test_the_cli_registers_dp_with_lightning():
-    process.prepare()
-    assert "dp" in StrategyRegistry.available_strategies()
+def test_the_trainer_takes_dp_for_the_strategy_of_this_part():
+    trainer = AppTrainer(strategy="dp", accelerator="cpu", logger=False, enable_checkpointing=False)
+    assert isinstance(trainer.strategy, DataParallelStrategy)
 
 
 def test_dp_on_cpu_trains_as_one_process_with_one_warning(mnist_root, tmp_path):

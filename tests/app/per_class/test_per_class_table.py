@@ -9,9 +9,10 @@ import pytest
 import torch
 from helpers.cli import SHRINK_WANDB, check, logged, run_app, run_folder, run_process, wandb_offline_env
 from helpers.wandb_files import records
+from torchmetrics.classification import MulticlassStatScores
 from torchvision.datasets import FashionMNIST
 
-from app.per_class import describe
+from app.per_class import describe, per_class
 
 MACRO = ["f1_macro", "precision_macro", "recall_macro"]
 
@@ -83,3 +84,21 @@ def test_many_classes_print_those_of_lowest_f1():
     lines = describe(table, Path("RUN/test-per-class.csv"), print_rows=2).splitlines()
     assert lines[0] == "test per class (40 samples, the 2 of lowest F1; all in RUN/test-per-class.csv):"
     assert [line.split()[0] for line in lines[2:]] == ["c1", "c3"]
+
+
+def test_per_class_scores_match_the_hand_computation():
+    # 5 classes: class 3 is never predicted (precision 0/0), class 4 has neither samples nor predictions.
+    target = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 3, 3])
+    preds = torch.tensor([0, 0, 1, 1, 1, 2, 2, 0, 2, 2])
+    stats = MulticlassStatScores(5, average=None)
+    stats.update(preds, target)
+    found = per_class(stats.compute())
+    assert found["support"].tolist() == [3, 3, 2, 2, 0]
+    # By hand: class 0 tp 2 fp 1 fn 1; class 1 tp 2 fp 1 fn 1; class 2 tp 1 fp 3 fn 1; class 3 tp 0 fp 0 fn 2.
+    expected = {
+        "precision": [2 / 3, 2 / 3, 1 / 4, 0, 0],
+        "recall": [2 / 3, 2 / 3, 1 / 2, 0, 0],
+        "f1": [2 / 3, 2 / 3, 2 / 6, 0, 0],
+    }
+    for key, values in expected.items():
+        assert found[key].tolist() == pytest.approx(values), key
