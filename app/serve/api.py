@@ -69,22 +69,20 @@ class ImageAPI(litserve.LitAPI):
     def decode_request(self, request: Crop) -> Tensor:
         return torch.frombuffer(bytearray(request), dtype=torch.uint8).view(self.shape)
 
-    def batch(self, inputs: list[Tensor]) -> Tensor:
-        return torch.stack(inputs)
-
     @torch.inference_mode()
     def predict(self, images: Tensor) -> Tensor:
-        """uint8 (N, C, S, S) to class probabilities (N, classes), on the CPU."""
+        """uint8 (N, C, S, S) to class probabilities (N, classes) on the CPU; one image (C, S, S), as
+        LitServe passes it without batching, to its probabilities (classes,)."""
+        batch = images if images.ndim == 4 else images[None]
         if self.backend == "onnxruntime":
-            (probabilities,) = self.session.run(None, {"images": np.ascontiguousarray(images.numpy())})
-            return torch.from_numpy(probabilities)
-        # The last steps of data.predict_files.eval_transform, on the batch.
-        images = v2.functional.to_dtype(images.to(self.device), torch.float32, scale=True)
-        images = v2.functional.normalize(images, self.card["mean"], self.card["std"])
-        return self.model(images).softmax(dim=1).cpu()
-
-    def unbatch(self, output: Tensor) -> list[Tensor]:
-        return list(output)
+            (probabilities,) = self.session.run(None, {"images": np.ascontiguousarray(batch.numpy())})
+            probabilities = torch.from_numpy(probabilities)
+        else:
+            # The last steps of data.predict_files.eval_transform, on the batch.
+            batch = v2.functional.to_dtype(batch.to(self.device), torch.float32, scale=True)
+            batch = v2.functional.normalize(batch, self.card["mean"], self.card["std"])
+            probabilities = self.model(batch).softmax(dim=1).cpu()
+        return probabilities if images.ndim == 4 else probabilities[0]
 
     def encode_response(self, output: Tensor) -> dict[str, list[dict[str, Any]]]:
         top = output.topk(min(self.top_k, len(output)))

@@ -144,6 +144,7 @@ def build(ckpt_path: str, options: Options, folder: Path) -> tuple[object, str]:
         devices=options.devices,
         workers_per_device=options.workers,
         middlewares=[gate],
+        fast_queue=True,
     )
     example = write_example(card, folder / "example.png")
     url = f"http://127.0.0.1:{options.port}{PATH}"

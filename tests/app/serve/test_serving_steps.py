@@ -36,10 +36,15 @@ def test_an_upload_is_answered_as_predict_image_answers_for_the_file(ckpt, tmp_p
     files = write_image_files(tmp_path)
     card = data_card(str(ckpt))
     api = ImageAPI(str(ckpt), card, top_k=3, max_batch_size=8)
+    api.pre_setup()  # as LitServer does: LitServe's own batch (torch.stack) and unbatch
     api.setup("cpu")
     decode = Decoder(card, max_pixels=10_000_000)
     crops = [api.decode_request(decode(path.read_bytes())) for path in files]
     answers = [api.encode_response(output) for output in api.unbatch(api.predict(api.batch(crops)))]
+    alone = api.encode_response(api.predict(crops[0]))["predictions"]  # without batching: one image
+    assert [(p["class"], pytest.approx(p["probability"], abs=1e-6)) for p in alone] == [
+        (p["class"], p["probability"]) for p in answers[0]["predictions"]
+    ]
     expected = predict_image_answers(ckpt, files)
     for path, answer in zip(files, answers, strict=True):
         assert len(answer["predictions"]) == 3
