@@ -5,6 +5,8 @@ it accepted are answered.
 """
 
 import contextlib
+import dataclasses
+import difflib
 import functools
 import os
 import signal
@@ -24,7 +26,6 @@ from jsonargparse.typing import NonNegativeFloat, PositiveFloat, PositiveInt
 from PIL import Image
 
 from app.errors import USER_ERRORS, UsageError, fail
-from app.runs.checkpoints import check_checkpoint
 from app.serve.api import Backend
 
 PATH = "/predict"
@@ -91,7 +92,7 @@ def serve(args: list[str], folder: Path) -> None:
         options = Options(**config.serve)
         server, line = build(config.ckpt_path, options, folder)
     except ArgumentError as err:
-        fail(str(err))
+        fail(f"{err}{close_flags(args)}")
     except USER_ERRORS as err:
         fail(str(err))
     # Ours is the one line: LitServe's and uvicorn's info logs, and PIL's warning for a large image
@@ -113,6 +114,14 @@ def serve(args: list[str], folder: Path) -> None:
     sys.stderr.write("serve: stopped\n")
 
 
+def close_flags(args: list[str]) -> str:
+    """``; close: --FLAG`` for each flag in ``args`` that is none of serve's, where one is close to it."""
+    known = ["--ckpt_path", "--help", *(f"--serve.{field.name}" for field in dataclasses.fields(Options))]
+    given = [arg.split("=", 1)[0] for arg in args if arg.startswith("--")]
+    close = [difflib.get_close_matches(flag, known, n=1) for flag in given if flag not in known]
+    return "".join(f"; close: {match[0]}" for match in close if match)
+
+
 def build(ckpt_path: str, options: Options, folder: Path) -> tuple[object, str]:
     """The LitServer of ``ckpt_path``, and the line that says where it listens; checked first. The
     example image (and the ONNX export) are written in ``folder``."""
@@ -121,7 +130,6 @@ def build(ckpt_path: str, options: Options, folder: Path) -> tuple[object, str]:
     from app.serve.api import ImageAPI, onnx_export
     from app.serve.gate import Decoder, UploadGate
 
-    check_checkpoint(ckpt_path)
     card = checked_card(ckpt_path)
     check_port(options.host, options.port)
     onnx_path = None
@@ -158,14 +166,17 @@ def build(ckpt_path: str, options: Options, folder: Path) -> tuple[object, str]:
 def checked_card(ckpt_path: str) -> dict:
     """The checkpoint's data card, with what serving needs; the network loads from it."""
     import models
-    from app.runs.checkpoints import data_card
+    from app.runs.checkpoints import data_card, intact
 
+    if not Path(ckpt_path).is_file():
+        raise UsageError(f"--ckpt_path {ckpt_path}: no such file")
+    not_one = f"--ckpt_path {ckpt_path} is not a checkpoint of this app: pass RUN/checkpoints/FILE.ckpt"
+    if not intact(Path(ckpt_path)):
+        raise UsageError(f"{not_one} (it is not torch's zip format, or it is cut short)")
     try:
         card = data_card(ckpt_path)
     except Exception as err:  # torch.load's errors for a zip that is no checkpoint are of many types
-        raise UsageError(
-            f"--ckpt_path {ckpt_path} is not a checkpoint of this app ({type(err).__name__})"
-        ) from err
+        raise UsageError(f"{not_one} ({type(err).__name__})") from err
     missing = [key for key in NEEDS if key not in card]
     if missing:
         raise UsageError(
