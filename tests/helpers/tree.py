@@ -139,14 +139,22 @@ def train_config(project: Path) -> str:
 
 
 def make_in(project: Path, *targets: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    """``make TARGETS`` in ``project`` on this venv, as installed (no second install): its packages only,
-    as :func:`python_in` runs them."""
-    venv = Path(sys.prefix)
-    path = [project, sysconfig.get_paths()["purelib"]]
-    env = {**app_env(), "PYTHONPATH": os.pathsep.join(map(str, path))}
-    command = ["make", f"--old-file={venv / '.installed'}", f"VENV={venv}", f"PYTHON={sys.executable} -S"]
+    """``make TARGETS`` in ``project``, in a venv of its own on this one's packages (no second install):
+    a ``.pth`` file names this venv's site-packages, whose own ``.pth`` files (the editable install's,
+    which would bring this checkout's packages back) are then not read."""
+    venv = project / ".venv"
+    if not venv.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        paths = {"base": str(venv), "platbase": str(venv)}
+        (Path(sysconfig.get_paths(vars=paths)["purelib"]) / "template.pth").write_text(
+            sysconfig.get_paths()["purelib"] + "\n"
+        )
+        for tool in ("ruff", "hadolint"):  # the linters' binaries, which their modules look for here
+            (venv / "bin" / tool).symlink_to(Path(sys.prefix) / "bin" / tool)
+        (venv / ".installed").touch()
+    env = {key: value for key, value in app_env().items() if key != "PYTHONPATH"}
     return subprocess.run(
-        [*command, *targets], cwd=project, env=env, capture_output=True, text=True, timeout=timeout
+        ["make", *targets], cwd=project, env=env, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -219,8 +227,9 @@ def left_behind(project: Path, dropped: list[str], every: dict[str, dict]) -> li
     return found
 
 
-# A line that names a dropped part to say it is not there, or how to bring it back, is no leftover.
-MISSING_OR_ADD_BACK = re.compile(r"made without|was dropped|copier update|add it back")
+# A line that names a dropped part to say it is not there, how to bring it back, or that it is optional (a
+# guarded use), is no leftover.
+MISSING_OR_ADD_BACK = re.compile(r"made without|was dropped|copier update|add it back|an optional part")
 
 
 @functools.cache

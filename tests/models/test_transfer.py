@@ -2,9 +2,12 @@
 
 import re
 
+import pytest
 import torch
 from helpers.cli import check, run_app, run_folder
 from helpers.data_files import write_fashion_folder
+
+pytestmark = pytest.mark.part("data.image_folder")
 
 # Photos as a user has them (RGB JPEG files, one folder per class); validation left out of the short runs.
 COMMON = [
