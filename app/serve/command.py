@@ -131,6 +131,7 @@ def build(ckpt_path: str, options: Options, folder: Path) -> tuple[object, str]:
     from app.serve.gate import Decoder, UploadGate
 
     card = checked_card(ckpt_path)
+    check_devices(options.accelerator, options.devices)
     check_port(options.host, options.port)
     onnx_path = None
     if options.backend == "onnxruntime":
@@ -185,6 +186,23 @@ def checked_card(ckpt_path: str) -> dict:
         )
     models.load(ckpt_path, "cpu")  # a network that does not load fails here, in one line, not in a worker
     return card
+
+
+def check_devices(accelerator: str, devices: int | str) -> None:
+    """Refuse an accelerator this machine lacks, or more of its devices than it has (LitServe would start
+    no worker, or fail in one)."""
+    import torch
+
+    found = {"cuda": torch.cuda.device_count(), "mps": int(torch.backends.mps.is_available())}
+    if accelerator in found and found[accelerator] == 0:
+        raise UsageError(
+            f"--serve.accelerator {accelerator}: this machine has none; pass --serve.accelerator cpu"
+        )
+    if accelerator in found and devices != "auto" and devices > found[accelerator]:
+        raise UsageError(
+            f"--serve.devices {devices}: this machine has {found[accelerator]} {accelerator} device(s); pass "
+            "that many or fewer, or --serve.devices auto"
+        )
 
 
 def check_port(host: str, port: int) -> None:

@@ -5,6 +5,7 @@ import io
 from pathlib import Path
 
 import pytest
+import torch
 from helpers.cli import one_error_line, run_app, run_folder
 from helpers.image_files import png_header_only, predict_image_answers, write_image_files
 from starlette.responses import Response
@@ -106,3 +107,9 @@ def test_a_misspelt_flag_is_one_error_line(ckpt, tmp_path):
     assert result.returncode == 1 and one_error_line(result.stderr).endswith(
         "--serve.prot=8001; close: --serve.port"
     )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without a GPU")
+def test_a_gpu_asked_for_where_there_is_none_is_one_error_line(ckpt, tmp_path):
+    result = run_app("serve", f"--ckpt_path={ckpt}", "--serve.accelerator=cuda", cwd=tmp_path, shrink=False)
+    assert result.returncode == 1 and "this machine has none" in one_error_line(result.stderr)
