@@ -130,20 +130,24 @@ class Server:
             self.fail()
 
 
-async def load(url: str, bodies: list[bytes], clients: int, seconds: float) -> tuple[float, list[float]]:
-    """Requests/s and each request's latency (s) of ``clients`` clients sending ``bodies`` in turn."""
+async def load(url: str, bodies: list[bytes], clients: int, seconds: float) -> tuple[float, list[float], int]:
+    """Answered requests/s, each answered request's latency (s), and the count of the others (LitServe's
+    504 for a request queued past its timeout), of ``clients`` clients sending ``bodies`` in turn."""
     import httpx
 
     latencies: list[float] = []
+    errors = 0
 
     async def client(k: int, until: float, timed: bool) -> None:
+        nonlocal errors
         i = k
         while time.perf_counter() < until:
             start = time.perf_counter()
             response = await http.post(url, content=bodies[i % len(bodies)])
-            response.raise_for_status()
-            if timed:
+            if timed and response.status_code == 200:
                 latencies.append(time.perf_counter() - start)
+            elif timed:
+                errors += 1
             i += clients
 
     async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=clients)) as http:
@@ -152,7 +156,7 @@ async def load(url: str, bodies: list[bytes], clients: int, seconds: float) -> t
         )  # warm-up
         start = time.perf_counter()
         await asyncio.gather(*(client(k, start + seconds, True) for k in range(clients)))
-        return len(latencies) / (time.perf_counter() - start), latencies
+        return len(latencies) / (time.perf_counter() - start), latencies, errors
 
 
 def limits(ckpt: Path, backend: str, bodies: list[bytes], folder: Path, seconds: float) -> dict[int, float]:
@@ -193,7 +197,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()
     configs = [(m, b, batching) for m in args.models for b in args.backends for batching in (True, False)]
-    served: dict[tuple, list[tuple[float, list[float]]]] = {(*c, n): [] for c in configs for n in CLIENTS}
+    served: dict[tuple, list[tuple[float, list[float], int]]] = {
+        (*c, n): [] for c in configs for n in CLIENTS
+    }
     alone: dict[tuple, list[float]] = {
         (m, b, n): [] for m in args.models for b in args.backends for n in (1, 32)
     }
@@ -226,8 +232,9 @@ def main() -> None:
     for model, backend, batching in configs:
         for clients in CLIENTS:
             results = served[model, backend, batching, clients]
-            rates = [rate for rate, _ in results]
-            latencies = np.array([s for _, ls in results for s in ls]) * 1000
+            rates = [rate for rate, _, _ in results]
+            latencies = np.array([s for _, ls, _ in results for s in ls]) * 1000
+            errors = sum(e for _, _, e in results)
             batch = min(clients, 32) if batching else 1
             limit = statistics.median(alone[model, backend, 32 if batch > 1 else 1])
             rate = statistics.median(rates)
@@ -237,6 +244,7 @@ def main() -> None:
                 f"{p50:.1f} | {p99:.1f} | {limit:.0f} (batch {32 if batch > 1 else 1}) | "
                 f"{rate / limit:.2f} | "
                 f"{', '.join(f'{r:.0f}' for r in rates)} |"
+                + (f" {errors} not answered (504) |" if errors else "")
             )
 
 
