@@ -3,6 +3,7 @@
 import difflib
 import functools
 import importlib
+import pkgutil
 import shlex
 import signal
 import sys
@@ -17,8 +18,6 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 import models
 from app import process
-from app.callbacks.last_checkpoint import LastCheckpoint
-from app.callbacks.nan_stop import StopOnNonFiniteWeights
 from app.distributed.preemption import stopped
 from app.errors import LOADERS, USER_ERRORS, UsageError, fail, in_collective, raised_in
 from app.parser import Parser, one_line
@@ -32,6 +31,13 @@ from data.contract import card, provided
 from models.image_classifier import OBJECTS
 
 DEFAULTS = Path(__file__).resolve().parents[1] / "configs" / "defaults.yaml"
+# Always on, whatever trainer.callbacks lists: what checkpoints and resumes rely on (by import path: an
+# optional part's is its one line).
+ALWAYS_ON = {
+    "checkpoint": "lightning.pytorch.callbacks.ModelCheckpoint",
+    "last_checkpoint": "app.callbacks.last_checkpoint.LastCheckpoint",
+    "nan_stop": "app.nan_stop.StopOnNonFiniteWeights",  # app/nan_stop/
+}
 
 
 class CLI(LightningCLI):
@@ -71,10 +77,12 @@ class CLI(LightningCLI):
             folder.discard(self.run)  # a smoke test of the code: nothing of it is kept
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        # Always on, whatever trainer.callbacks lists: what checkpoints and resumes rely on.
-        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
-        parser.add_lightning_class_args(LastCheckpoint, "last_checkpoint")
-        parser.add_lightning_class_args(StopOnNonFiniteWeights, "nan_stop")
+        for key, path in ALWAYS_ON.items():
+            parser.add_lightning_class_args(pkgutil.resolve_name(path), key)
+        # Under configs/defaults.yaml's (W&B's): Lightning's default logger, named, so that it writes into
+        # the run folder and a --trainer.logger of Lightning's finds the save_dir it requires.
+        tensorboard = "lightning.pytorch.loggers.TensorBoardLogger"
+        parser.set_defaults({"trainer.logger": {"class_path": tensorboard, "init_args": {"save_dir": "."}}})
         parser.add_argument(
             "--name",
             type=str | None,
@@ -184,6 +192,7 @@ class CLI(LightningCLI):
             trainer.run_folder = str(self.run.folder)
             environment = getattr(trainer.strategy, "cluster_environment", None)
             if environment is not None:
+                # workaround: Lightning checks a cluster's devices at launch (2.6); gone when at build
                 environment.validate_settings(trainer.num_devices, trainer.num_nodes)
         except (MisconfigurationException, ValueError, TypeError) as err:
             # Trainer flags this machine or launcher cannot honour: the user's to fix, not a bug.
@@ -392,6 +401,7 @@ def without_ckpt_path(args: list[str]) -> list[str]:
     ]
 
 
+# workaround: wandb ends its run at exit, colour codes in a log file (0.31); gone when Lightning ends it
 def finish_wandb() -> None:
     """End wandb's run now: at interpreter exit its closing lines reach a log file with colour codes."""
     if "wandb" in sys.modules:

@@ -11,6 +11,7 @@ from datetime import timedelta
 import torch.distributed as dist
 
 
+# workaround: pytorch pull request 187387; gone when torch >= 2.14 is the floor (set_timeout)
 def set_collective_timeout(timeout: timedelta) -> None:
     """Set the default group's collective timeout after the group is made: ``torch.distributed.set_timeout``
     from torch 2.14, the private name it made public before (pytorch pull request 187387)."""

@@ -24,6 +24,7 @@ class Parser(LightningArgumentParser):
         self.subcommands_action = super().add_subcommands(*args, **kwargs)
         return self.subcommands_action
 
+    # workaround: jsonargparse carries init_args over to a later --data class (4.52); gone when it drops them
     def get_defaults(self, *args, **kwargs) -> Namespace:
         """The defaults, with ``data`` and ``model.net`` holding only the init_args a config set.
 
@@ -80,6 +81,7 @@ def class_defaults(class_path: str) -> Namespace:
     return parser.get_defaults()
 
 
+# workaround: jsonargparse writes restricted numbers as their base type (4.52); gone when it checks them
 def serialize_checked() -> None:
     """Make every restricted number type (``PositiveInt``...) serialize only the values it accepts.
 

@@ -38,6 +38,7 @@ def keep_freed_memory() -> bool:
     return bool(mallopt(M_MMAP_THRESHOLD, 32 << 20)) and bool(mallopt(M_TRIM_THRESHOLD, 1 << 30))
 
 
+# workaround: Lightning's SLURM SIGUSR1 handler saves out of step with the ranks (2.6); gone when optional
 def ignore_warning_signal() -> None:
     """Ignore SIGUSR1 (SLURM's warning before the time limit) until training notes it (LastCheckpoint).
 
@@ -49,6 +50,7 @@ def ignore_warning_signal() -> None:
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 
 
+# workaround: torch's SIGCHLD handler raises again in a dead loader's __del__ (2.14); gone when once
 def quiet_dead_workers(unraisable) -> None:
     """Print what ``__del__`` raised, unless it is a loader's worker gone: its line is the CLI's.
 

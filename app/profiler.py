@@ -5,6 +5,7 @@ from contextlib import nullcontext
 from lightning.pytorch.profilers import PassThroughProfiler
 
 
+# workaround: Lightning's default profiler costs a generator per hook (2.6); gone when it costs nothing
 class NoProfiler(PassThroughProfiler):
     """Profiles nothing, as Lightning's default does; ``profile(name)`` is ``nullcontext(name)``.
 

@@ -44,6 +44,7 @@ class Trainer(lightning.Trainer):
         **kwargs: Any,
     ):
         interval = kwargs.get("val_check_interval")
+        # workaround: Lightning takes --trainer.val_check_interval 0, dividing by it (2.6); gone when refused
         if type(interval) is int and interval < 1:
             # Lightning refuses the other bad values itself; an int 0 would divide by zero mid-run.
             raise ValueError(

@@ -10,6 +10,8 @@ momentum, no Adam moments), and unfreezing only changes that group's lr. ``requi
 only when no unfreeze is planned, where it saves computing the gradients.
 """
 
+# workaround: Lightning issue 20340; gone when DDP all-reduces the parameters BaseFinetuning unfreezes
+
 import fnmatch
 from collections.abc import Iterator, Sequence
 

@@ -71,9 +71,7 @@ def rename(name: str, description: str, author: str) -> None:
     text = re.sub(r"^description = .*$", lambda _: line, text, count=1, flags=re.M)
     pyproject.write_text(text)
     for config in [Path("configs/defaults.yaml"), *sorted(Path("configs/sweeps").glob("*.yaml"))]:
-        config.write_text(
-            re.sub(rf"^(\s*project: ){TEMPLATE_NAME}$", rf"\g<1>{name}", config.read_text(), flags=re.M)
-        )
+        config.write_text(re.sub(rf"(\bproject: ){TEMPLATE_NAME}\b", rf"\g<1>{name}", config.read_text()))
 
 
 def train_on(dataset: str) -> None:

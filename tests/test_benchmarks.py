@@ -3,6 +3,8 @@
 import argparse
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -129,3 +131,15 @@ def test_the_compile_counters_count_a_recompilation():
     assert after["frames compiled"] - before["frames compiled"] == 2
     for unchanged in ("graph breaks", "cudagraph skips"):
         assert after[unchanged] == before[unchanged], unchanged
+
+
+@pytest.mark.full
+def test_the_size_benchmark_counts_the_template_and_the_projects_copier_makes():
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.size", "--projects"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {line.split("|")[1].strip(): line for line in done.stdout.splitlines() if line.startswith("| ")}
+    assert set(rows) == {"", "template", "no optional part", "the default parts"}
+    app = {name: int(row.split("|")[2].strip().replace(",", "")) for name, row in rows.items() if name}
+    assert app["no optional part"] < app["the default parts"] <= app["template"]

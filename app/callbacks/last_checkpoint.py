@@ -55,6 +55,7 @@ class LastCheckpoint(Callback):
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
+        # workaround: pytorch-lightning issue 19815; gone when resuming an epoch's last batch counts it
         if batch_idx + 1 >= trainer.num_training_batches:
             # Left to the epoch's end: Lightning resumes a checkpoint of an epoch's last batch into an epoch
             # it does not count, and a second resume trains it again (pytorch-lightning issue 19815).
@@ -97,6 +98,7 @@ class LastCheckpoint(Callback):
         if states and len(states) == trainer.world_size:
             self.pending_rng = states[trainer.global_rank]
 
+    # workaround: Lightning acts on rank 0's SIGTERM only (2.6); gone when its signals agree across ranks
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # After everything set-up draws has drawn.
         if self.pending_rng is not None:

@@ -15,10 +15,12 @@ from app.internals import set_collective_timeout
 
 # The first torch whose gloo groups apply a timeout set after they were made (2.8 and older keep the
 # one they were made with: pytorch issue 165422).
+# workaround: pytorch issue 165422; gone when torch >= 2.9 is the floor
 GLOO_TIMEOUT = (2, 9)
 GLOO_WAIT = "a rank waits for the others up to the group's own timeout (Lightning's 1800 s)"
 # The first torch that frees a process group without the GIL: before, freeing a gloo group while its
 # thread frees the last collective's tensors deadlocks (pytorch PR 154976), unless paused first.
+# workaround: pytorch pull request 154976; gone when torch >= 2.8 is the floor
 GIL_FREE_DESTROY = (2, 8)
 
 
@@ -53,12 +55,14 @@ class DistributedJob(Callback):
             set_collective_timeout(self.pending)
             self.pending = None
 
+    # workaround: Lightning kills its ranks on Ctrl-C only (2.6); gone when on any failure of rank 0
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
         launcher = trainer.strategy.launcher
         if not isinstance(exception, SIGTERMException) and getattr(launcher, "procs", None):
             launcher.kill(signal.SIGKILL)
 
 
+# workaround: pytorch issue 190489; gone when a gloo group left to shutdown no longer aborts its rank
 def leave_process_group() -> None:
     """Destroy this process's default group, if it has one."""
     if dist.is_available() and dist.is_initialized():

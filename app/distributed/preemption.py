@@ -73,6 +73,7 @@ def stopped(err: BaseException) -> bool:
     return isinstance(err, SIGTERMException)
 
 
+# workaround: a SIGTERM kills a ddp_spawn launcher, its ranks left alone (Lightning 2.6); gone when forwarded
 @contextmanager
 def forwarded_to_ranks(trainer: Trainer) -> Iterator[None]:
     """While ``trainer`` runs, pass a SIGTERM to this process on to the ranks its launcher started (under

@@ -27,6 +27,7 @@ class _OwnForward(nn.Module):
         return type(self.module).forward(self.module, *args, **kwargs)
 
 
+# workaround: Lightning 2 removed its dp strategy; gone when Lightning ships one again
 class DataParallelStrategy(ParallelStrategy):
     """One process driving every visible GPU with :class:`torch.nn.DataParallel`.
 

@@ -3,6 +3,7 @@
 from lightning import Trainer
 
 
+# workaround: lightning issue 8983; gone when Lightning names its launcher's kind publicly
 def spawns_ranks(trainer: Trainer) -> bool:
     """Whether ``trainer``'s launcher runs the ranks in processes it starts from this one (``ddp_spawn``,
     ``ddp_fork``, XLA) rather than being rank 0 itself: Lightning's ``_MultiProcessingLauncher``, which it

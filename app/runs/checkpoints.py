@@ -27,6 +27,7 @@ def last_of(run: Path | str) -> Path:
     return folder_of(run) / "last.ckpt"
 
 
+# workaround: Lightning's TorchCheckpointIO fsyncs nothing (2.6); gone when it writes atomically
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Writes to a temporary file in the target folder, fsyncs it, then renames it over the target.
 

@@ -77,6 +77,7 @@ class BatchNormXd(_BatchNorm):
 SYNCED = (nn.SyncBatchNorm, CPUSyncBatchNorm)
 
 
+# workaround: torch's SyncBatchNorm refuses CPU tensors (torch 2.6-2.14); gone when it runs on gloo
 class SyncBatchNormPlugin(TorchSyncBatchNorm):
     """``Trainer(sync_batchnorm=True)``'s layer sync, for CPU (gloo) processes as well as CUDA ones.
 

@@ -99,6 +99,7 @@ for _name in [n for n in dir(BaseStorage) if not n.startswith("_")]:
 abc.update_abstractmethods(Patient)
 
 
+# workaround: optuna issue 1092; gone when concurrent RDBStorage creation is safe
 def created(url: str, options: dict) -> RDBStorage:
     """``RDBStorage(url)``, tried again where other processes were creating a new database's tables too.
 

@@ -270,6 +270,7 @@ class StreamingDataModule(LightningDataModule):
             **(options if location.remote else {}),
         )
 
+    # workaround: LitData's ranks on a node race for a shared index (0.2.76); gone when one waits for another
     def setup(self, stage: str) -> None:
         """From S3 under DDP: each split's index fetched by one process per node before the others look.
 

@@ -137,7 +137,7 @@ class Location:
         """Raise a DataError where the bucket is missing, the keys are refused or the endpoint is silent."""
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or ""
         if endpoint.startswith("http://"):
-            # LitData moves chunks with obstore, which it configures for HTTPS only.
+            # workaround: LitData sets up obstore for HTTPS only (0.2.76); gone when plain HTTP works
             raise DataError(
                 f"{self.url}: AWS_ENDPOINT_URL {endpoint} is plain HTTP; LitData reads and writes shards "
                 "over HTTPS only: serve the endpoint over HTTPS (AWS_CA_BUNDLE and SSL_CERT_FILE name a "

@@ -137,6 +137,7 @@ def test_more_gpus_than_present_is_one_clear_line(tmp_path):
     assert last.startswith("error: ") and "gpu" in last.lower()
 
 
+@pytest.mark.part("app.progress_bar")
 def test_progress_bar_shows_images_per_second(mnist_root, tmp_path):
     """Ours redraws every 50 steps (Lightning's redraws every step) and counts images, not batches."""
     result = run_app("fit", f"--data.root={mnist_root}", "--trainer.enable_progress_bar=true", cwd=tmp_path)

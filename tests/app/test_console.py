@@ -15,6 +15,7 @@ NOISE = [
 ]
 
 
+@pytest.mark.part("app.wandb_logger")
 @pytest.mark.full
 def test_a_default_run_logged_to_a_file_is_quiet_and_informative(mnist_root, tmp_path):
     """As `make train` runs (W&B default logger, progress bar, summary), with its output in a file."""

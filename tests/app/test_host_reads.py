@@ -2,6 +2,7 @@
 CPU until the device is done) except at the steps Lightning logs, and waits for the device once there:
 counted on the CPU by marking the tensors a GPU would hold (``helpers/host_reads.py``)."""
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -13,8 +14,6 @@ from lightning.pytorch.loggers import CSVLogger
 from torch import nn
 
 from app.callbacks.last_checkpoint import LastCheckpoint
-from app.callbacks.nan_stop import StopOnNonFiniteWeights
-from app.callbacks.progress_bar import ThrottledRichProgressBar
 from data import MNISTDataModule
 from models import ImageClassifier, MnistCNN
 
@@ -68,11 +67,25 @@ def test_values_are_read_at_logging_steps_only_and_the_device_waited_for_once(mn
     assert_logging_steps_only(reads_of(tmp_path, f"--data.root={mnist_root}"), values=1)
 
 
+def optional_callbacks() -> list[Callback]:
+    """The template's progress bar and NaN stop, those of these optional parts the project has."""
+    found: list[Callback] = []
+    if importlib.util.find_spec("app.progress_bar") is not None:
+        from app.progress_bar import ThrottledRichProgressBar
+
+        found.append(ThrottledRichProgressBar(refresh_rate=50))
+    if importlib.util.find_spec("app.nan_stop") is not None:
+        from app.nan_stop import StopOnNonFiniteWeights
+
+        found.append(StopOnNonFiniteWeights())
+    return found
+
+
 def fit_with_callbacks(model: ImageClassifier, mnist_root, tmp_path, *more: Callback) -> dict[int, dict]:
     """The reads of each batch of a 100-step fit of ``model`` with the template's callbacks (and ``more``)."""
     dm = MNISTDataModule(root=str(mnist_root), download=False, batch_size=4, num_workers=0, val_size=0.2)
     reads = tmp_path / "reads.json"
-    callbacks = [ThrottledRichProgressBar(refresh_rate=50), LastCheckpoint(), StopOnNonFiniteWeights()]
+    callbacks = [*optional_callbacks(), LastCheckpoint()]
     trainer = Trainer(
         max_epochs=1,
         limit_train_batches=100,

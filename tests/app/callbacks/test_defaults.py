@@ -1,8 +1,10 @@
 """What the Trainer runs is what the config shows; a user's list changes it; the guarantees stay."""
 
 import importlib
+import importlib.util
 import json
 
+import pytest
 import torch
 import yaml
 from helpers.cli import callback, check, run_app, run_folder
@@ -21,7 +23,8 @@ def test_print_config_lists_every_callback_plugin_and_profiler_the_trainer_runs(
     listed = [c["class_path"] for c in config["trainer"]["callbacks"]]
     plugins = [p["class_path"] for p in config["trainer"]["plugins"]]
     # Always on, each with its own settings: the best-k checkpoints, last.ckpt, the NaN stop.
-    assert {"checkpoint", "last_checkpoint", "nan_stop"} <= config.keys()
+    assert {"checkpoint", "last_checkpoint"} <= config.keys()
+    assert ("nan_stop" in config) == (importlib.util.find_spec("app.nan_stop") is not None)
     run = run_app(
         "fit",
         f"--data.root={mnist_root}",
@@ -35,12 +38,15 @@ def test_print_config_lists_every_callback_plugin_and_profiler_the_trainer_runs(
     forced = {
         "lightning.pytorch.callbacks.model_checkpoint.ModelCheckpoint",
         "app.callbacks.last_checkpoint.LastCheckpoint",
-        "app.callbacks.nan_stop.StopOnNonFiniteWeights",
         "app.runs.config.RunConfig",  # RUN/config.yaml itself
         # trainer.enable_model_summary's: Lightning's Rich one, as the progress bar is Rich.
         "lightning.pytorch.callbacks.rich_model_summary.RichModelSummary",
         "helpers.trainer_probe.TrainerProbe",
     }
+    if "nan_stop" in config:  # the NaN stop part's
+        forced.add("app.nan_stop.StopOnNonFiniteWeights")
+    if not any("app.progress_bar" in path for path in listed):  # without that part, Lightning's own bar
+        forced.add("lightning.pytorch.callbacks.progress.rich_progress.RichProgressBar")
     assert set(ran["callbacks"]) == {qualified(path) for path in listed} | forced
     assert ran["checkpoint_io"] in plugins
     assert ran["profiler"] == config["trainer"]["profiler"]["class_path"]
@@ -65,6 +71,7 @@ def test_a_yaml_list_removes_a_default_callback(mnist_root, tmp_path):
     assert not (run_folder(tmp_path) / "plots").exists()
 
 
+@pytest.mark.part("app.nan_stop")
 def test_the_nan_stop_holds_whatever_the_users_list(mnist_root, tmp_path):
     """The user's list has none of ours: the NaN stop is not in it, and still no bad step is saved."""
     nan = [{"class_path": "helpers.stops.NanAt", "init_args": {"step": 3}}]
@@ -85,6 +92,7 @@ def test_sigterm_saves_last_ckpt_whatever_the_users_list(mnist_root, tmp_path):
     assert torch.load(last, weights_only=True)["global_step"] == 5
 
 
+@pytest.mark.part("app.progress_bar")  # the callback the progress-bar flag names
 def test_a_flag_that_turns_a_feature_off_names_the_callbacks_it_turns_off(mnist_root, tmp_path):
     result = run_app("fit", f"--data.root={mnist_root}", "--trainer.enable_checkpointing=false", cwd=tmp_path)
     check(result)

@@ -55,6 +55,7 @@ def test_two_processes_and_one_give_the_same_scores_and_table(fashion_mnist_root
     assert f1 == pytest.approx(metrics["test/f1_macro"][0], abs=1e-6)
 
 
+@pytest.mark.part("app.wandb_logger")
 @pytest.mark.full
 def test_few_classes_no_top5_and_the_wandb_run_gets_the_table(image_folder_root, tmp_path):
     # A process of its own, offline as on a machine not logged in: its W&B records are whole at exit.

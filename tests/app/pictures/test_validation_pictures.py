@@ -291,6 +291,7 @@ def test_sigterm_waits_for_the_pictures_being_drawn(mnist_root, tmp_path, monkey
         assert step == 4 and pixels.var() > 0
 
 
+@pytest.mark.part("app.wandb_logger")
 def test_wandb_offline_run_gets_the_images(mnist_root, tmp_path, monkeypatch):
     wandb = pytest.importorskip("wandb")
     from lightning.pytorch.loggers import WandbLogger

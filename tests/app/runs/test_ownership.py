@@ -37,9 +37,10 @@ def test_a_checkpoint_that_does_not_fit_is_refused_before_anything_is_written(
     check(run_app("test", f"--ckpt_path={best}", cwd=tmp_path))  # the run's own config still applies
 
 
+@pytest.mark.part("app.wandb_logger")
 def test_rerunning_a_recorded_config_starts_a_new_run_beside_it(mnist_root, tmp_path):
     data = f"--data.root={mnist_root}"
-    wandb = ["--trainer.logger=app.runs.wandb_logger.WandbLogger", "--trainer.logger.offline=true"]
+    wandb = ["--trainer.logger=app.wandb_logger.WandbLogger", "--trainer.logger.offline=true"]
     check(run_app("fit", data, "--test_after_fit=false", *wandb, cwd=tmp_path))
     first = run_folder(tmp_path)
     config = first / "config.yaml"

@@ -150,6 +150,7 @@ def test_runs_get_their_own_folders_and_last_means_the_newest(mnist_root, tmp_pa
     assert "resuming from runs/MNIST-MnistCNN/version_1/checkpoints/" in resumed.stderr
 
 
+@pytest.mark.part("app.nan_stop")
 def test_nan_weights_stop_at_the_epoch_end_and_keep_the_last_good_checkpoint(mnist_root, tmp_path):
     result = run_app(
         "fit", *TWO_EPOCHS, f"--data.root={mnist_root}", callback("helpers.stops.NanAt", step=7), cwd=tmp_path
@@ -166,6 +167,7 @@ def test_nan_weights_stop_at_the_epoch_end_and_keep_the_last_good_checkpoint(mni
     assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
 
 
+@pytest.mark.part("app.nan_stop")
 def test_nan_weights_are_caught_before_the_next_checkpoint(mnist_root, tmp_path):
     """The weights are checked when a checkpoint is saved, not at every step: none holds a bad step."""
     args = [*TWO_EPOCHS, "--trainer.log_every_n_steps=50", f"--data.root={mnist_root}"]
@@ -178,6 +180,7 @@ def test_nan_weights_are_caught_before_the_next_checkpoint(mnist_root, tmp_path)
     assert all(torch.isfinite(w).all() for w in saved["state_dict"].values())
 
 
+@pytest.mark.part("app.nan_stop")
 @pytest.mark.full
 @pytest.mark.distributed
 def test_nan_weights_on_one_rank_stop_every_rank_at_the_same_step(mnist_root, tmp_path):

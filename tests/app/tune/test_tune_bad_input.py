@@ -58,10 +58,11 @@ def test_a_key_or_value_fit_refuses(parameters, said, mnist_root, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.part("app.wandb_logger")
 def test_a_metric_the_model_never_logs(mnist_root, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     # With the default logger (W&B's), which writes its files once a run has a folder.
-    args = f"--data.root={mnist_root}", "--trainer.logger=app.runs.wandb_logger.WandbLogger"
+    args = f"--data.root={mnist_root}", "--trainer.logger=app.wandb_logger.WandbLogger"
     line = refused(tmp_path, *args, space={**SPACE, "metric": {"name": "val/accuracy"}})
     assert "val/accuracy is never logged" in line and "val/acc" in line
     assert not (tmp_path / "runs").exists()

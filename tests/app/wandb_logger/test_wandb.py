@@ -73,12 +73,12 @@ def test_help_and_print_config_start_without_importing_wandb(tmp_path):
         result = run_command(command, cwd=tmp_path, env=app_env())
         check(result)
         imported = imported_modules(result.stderr)
-        assert {"lightning", "jsonargparse", "app.runs.wandb_logger"} <= imported
+        assert {"lightning", "jsonargparse", "app.wandb_logger.logger"} <= imported
         assert not [name for name in imported if name.split(".")[0] == "wandb"], flags[-1]
         printed[flags[-1]] = result.stdout
     assert "--trainer.logger.help" in printed["--help"]
     logger = yaml.safe_load(printed["--print_config"])["trainer"]["logger"]
-    assert logger["class_path"] == "app.runs.wandb_logger.WandbLogger"
+    assert logger["class_path"] == "app.wandb_logger.WandbLogger"
     assert {k: logger["init_args"][k] for k in WANDB_OPTIONS} == WANDB_OPTIONS
 
 
@@ -95,7 +95,7 @@ def test_a_config_naming_every_option_of_lightnings_logger_and_wandb_init_loads(
                 plain = isinstance(parameter.default, str | bool | None)  # wandb's "not set" is an object
                 options.setdefault(name, parameter.default if plain else None)
     config = tmp_path / "config.yaml"
-    logger = {"class_path": "app.runs.wandb_logger.WandbLogger", "init_args": options}
+    logger = {"class_path": "app.wandb_logger.WandbLogger", "init_args": options}
     config.write_text(yaml.safe_dump({"trainer": {"logger": logger}}))
     result = run_app("fit", f"--config={config}", "--print_config", shrink=False, cwd=tmp_path)
     check(result)

@@ -15,6 +15,7 @@ from app.runs.folder import job_rank_zero
 
 ID_FILE = "wandb-id"
 # The options below passed to wandb.init where given: unset, wandb's own defaults hold.
+# workaround: jsonargparse imports wandb at every start for **kwargs (4.52); gone when it does so lazily
 WANDB_INIT = ("entity", "notes", "tags", "config", "config_exclude_keys", "config_include_keys")
 WANDB_INIT += ("allow_val_change", "group", "job_type", "mode", "force", "reinit", "resume", "resume_from")
 WANDB_INIT += ("fork_from", "save_code", "tensorboard", "sync_tensorboard", "monitor_gym", "settings")
@@ -143,6 +144,7 @@ class WandbLogger(LightningWandbLogger):
             # for its generic models' source in every frame, scanning sys.modules for each of importlib's
             # (python/cpython#92041): 0.6 s of a fit's start beside torch's ~4,000 modules. Imported first
             # from here, the chain is short: 0.1 s (benchmarks/README.md, start-up).
+            # workaround: python/cpython#92041 with wandb/wandb#10898; gone when Python >= 3.13 is the floor
             import wandb.apis.public  # noqa: F401
         return super().experiment
 

@@ -1,4 +1,7 @@
-"""Stop training once its weights are not finite, before any checkpoint holds them."""
+"""Optional part: stop training once its weights are not finite, before any checkpoint holds them.
+
+To drop it: ``rm -r app/nan_stop`` and its line in ``app/cli.py`` (its tests skip without it).
+"""
 
 from typing import Any
 

@@ -7,7 +7,7 @@ from lightning import Trainer
 from lightning.pytorch.callbacks import RichProgressBar
 from lightning.pytorch.loggers import CSVLogger
 
-from app.callbacks.progress_bar import ThrottledRichProgressBar
+from app.progress_bar import ThrottledRichProgressBar
 from data import MNISTDataModule
 from models import ImageClassifier, MnistCNN
 

@@ -1,4 +1,8 @@
-"""Lightning's Rich progress bar, redrawn every ``refresh_rate`` steps, with images per second."""
+"""Optional part: Lightning's Rich progress bar, redrawn every ``refresh_rate`` steps, with images per second.
+
+To drop it: ``rm -r app/progress_bar tests/app/progress_bar`` and its line in ``configs/defaults.yaml``;
+runs then show Lightning's own progress bar.
+"""
 
 from typing import Any
 
@@ -25,6 +29,7 @@ class ImagesPerSecond(ProgressColumn):
         return Text(f"{rate:,.0f} img/s" if task.completed else "", style=self.style)
 
 
+# workaround: pytorch-lightning issue 20300; gone when Lightning's bar reads values at logging steps only
 class ThrottledRichProgressBar(RichProgressBar):
     """A :class:`RichProgressBar` that redraws every ``refresh_rate`` steps, shows every training value
     logged under ``prefix`` (``self.log("train/acc", acc)``) as last logged, and shows images/s.
