@@ -22,6 +22,7 @@ RUN pip install --no-cache-dir . \
     && (id 1000 >/dev/null 2>&1 || useradd --uid 1000 --create-home trainer) \
     && mkdir datasets runs \
     && chown 1000:1000 datasets runs
+RUN pip install --no-cache-dir ".[serve]"  # python -m app serve: LitServe (the serve part, app/serve/)
 USER 1000:1000
 
 ENTRYPOINT ["python", "-m", "app"]
