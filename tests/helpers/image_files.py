@@ -19,7 +19,9 @@ KINDS = [
     ("palette.png", "P", 50, 50),
     ("photo.jpg", "RGB", 64, 48),
     ("small.gif", "P", 12, 20),
+    ("sideways.jpg", "RGB", 64, 40),  # a phone's photo: stored on its side, EXIF saying to turn it
 ]
+EXIF_ORIENTATION, TURNED_90 = 0x0112, 6
 
 
 def write_image_files(folder: Path, seed: int = 0) -> list[Path]:
@@ -32,7 +34,12 @@ def write_image_files(folder: Path, seed: int = 0) -> list[Path]:
         top, left = rng.integers(0, height // 2), rng.integers(0, width // 2)
         pixels[top : top + height // 2, left : left + width // 2] = 255
         image = Image.fromarray(pixels).convert(mode)
-        image.save(folder / name, quality=90) if name.endswith(".jpg") else image.save(folder / name)
+        if name == "sideways.jpg":
+            exif = Image.Exif()
+            exif[EXIF_ORIENTATION] = TURNED_90
+            image.save(folder / name, quality=90, exif=exif)
+        else:
+            image.save(folder / name, quality=90) if name.endswith(".jpg") else image.save(folder / name)
         paths.append(folder / name)
     return paths
 
