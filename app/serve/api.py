@@ -95,14 +95,14 @@ class ImageAPI(litserve.LitAPI):
 
 
 def onnx_export(ckpt_path: str, folder: Path) -> str:
-    """The checkpoint's network as ONNX in ``folder`` (uint8 images in, probabilities out), written by the
-    export part (app/export/) as ``python -m app export`` writes it."""
+    """The checkpoint's network as ONNX in ``folder`` (uint8 images in, probabilities out), written as
+    ``python -m app export`` writes it."""
     try:
-        from app.export.files import card, check_exporter, input_sample, write
+        from app.export.files import card, check_exporter, input_sample, write  # an optional part
     except ImportError as err:
         raise UsageError(
-            "--serve.backend onnxruntime serves the checkpoint as the export part (app/export) writes it, "
-            "and this project left that part out: pass --serve.backend torch"
+            "--serve.backend onnxruntime needs app/export/, which this project was made without: "
+            "pass --serve.backend torch"
         ) from err
     check_exporter("onnx")
     model = models.load(ckpt_path, "cpu")
