@@ -17,7 +17,11 @@ COPY data data
 COPY models models
 COPY configs configs
 # The project with its pyproject ranges: the base image's torch and torchvision satisfy them and stay.
-RUN pip install --no-cache-dir . \
+# EXTRAS: the pyproject extras the image takes too, those of the optional parts that serve from it.
+ARG EXTRAS=[serve]
+# What it installs is the project itself, with the ranges of its extras that pyproject.toml gives.
+# hadolint ignore=DL3013
+RUN pip install --no-cache-dir ".${EXTRAS}" \
     && rm -rf build ./*.egg-info \
     && (id 1000 >/dev/null 2>&1 || useradd --uid 1000 --create-home trainer) \
     && mkdir datasets runs \

@@ -79,6 +79,10 @@ class CLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         for key, path in ALWAYS_ON.items():
             parser.add_lightning_class_args(pkgutil.resolve_name(path), key)
+        # Under configs/defaults.yaml's (W&B's): Lightning's default logger, named, so that it writes into
+        # the run folder and a --trainer.logger of Lightning's finds the save_dir it requires.
+        tensorboard = "lightning.pytorch.loggers.TensorBoardLogger"
+        parser.set_defaults({"trainer.logger": {"class_path": tensorboard, "init_args": {"save_dir": "."}}})
         parser.add_argument(
             "--name",
             type=str | None,

@@ -29,6 +29,7 @@ class TorchvisionDataModule(VisionDataModule):
             stratified by class, drawn by ``seed``; ``val_size`` is then not used. None: no folds.
         fold: with ``folds``, the fold validated on, 0 to ``folds - 1``; the others train.
         sampler: ``shuffle``, or ``balanced``: each class as often (see :class:`VisionDataModule`).
+        predict_dir: a folder of image files that ``predict`` classifies; None: the test split.
         loader: ``resident`` keeps each split as one uint8 tensor on the training device and
             augments whole batches there (fast); ``torch`` is the classic DataLoader with per-image
             transforms in worker processes. Both see the same samples in each epoch, augmented by
@@ -50,8 +51,10 @@ class TorchvisionDataModule(VisionDataModule):
         fold: NonNegativeInt | None = None,
         sampler: Literal["shuffle", "balanced"] = "shuffle",
         loader: Literal["resident", "torch"] = "resident",
+        predict_dir: str | None = None,
     ) -> None:
-        super().__init__(root, batch_size, num_workers, val_size, seed, sampler, folds=folds, fold=fold)
+        split = {"folds": folds, "fold": fold, "predict_dir": predict_dir}
+        super().__init__(root, batch_size, num_workers, val_size, seed, sampler, **split)
         self.download = download
         self.loader = loader
         # The resident loader runs augmentation() on whole batches, never these per-image transforms.
@@ -90,12 +93,9 @@ class TorchvisionDataModule(VisionDataModule):
         names = getattr(self.dataset_class, "classes", None)
         return [str(n) for n in names] if names else super().class_names
 
-    def predict_dataloader(self) -> Iterable:
-        # Always a DataLoader: only for one does Lightning tell prediction writers which samples
-        # each batch holds (it wraps the batch sampler), and predictions.csv needs them.
-        return super().dataloader(self.predict_set)
-
     def prepare_data(self) -> None:
+        if self.predict_dir is not None and self.trainer is not None and self.trainer.predicting:
+            return  # the files of predict_dir alone are read: the data set may be elsewhere
         for train in (True, False):
             self.open(train, download=self.download)
 

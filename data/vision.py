@@ -14,25 +14,11 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchvision.transforms import v2
 
+from data.errors import DataError, DatasetNotFoundError  # noqa: F401 (imported from here too)
 from data.fingerprint import fingerprint
 from data.folds import check_folds, fold_indices
+from data.predict_files import ImageFiles, eval_transform, trained_card
 from data.samplers import BalancedEpochSampler, BalancedSampler, EpochSampler
-
-
-class DataError(Exception):
-    """Missing or unusable data; the message, one line, says what to do about it."""
-
-    def __str__(self) -> str:
-        message = super().__str__()
-        # Re-raised by a DataLoader from a worker process, its message is the worker's traceback, whose last
-        # line is, in Python's format, "module.Class: <the message>".
-        last = message.rstrip().rsplit("\n", 1)[-1]
-        prefix = f"{type(self).__module__}.{type(self).__qualname__}: "
-        return last.removeprefix(prefix) if "\n" in message and last.startswith(prefix) else message
-
-
-class DatasetNotFoundError(DataError):
-    """A data set is not on disk and cannot be fetched."""
 
 
 class TransformedSubset(Dataset):
@@ -100,6 +86,8 @@ class VisionDataModule(LightningDataModule):
             stratified by class and drawn by ``seed``; ``val_size`` is then not used (a fold is a
             K-th of the split). None: the ``val_size`` split.
         fold: with ``folds``, the fold validated on, 0 to ``folds - 1``; the others train.
+        predict_dir: a folder of image files (subfolders too) that ``predict`` classifies, each prepared
+            as the checkpoint's evaluation images were (:mod:`data.predict_files`); None: the test split.
 
     Anything fitted to the data (the class counts of ``--model.class_weights balanced``) is read from
     ``train_set``, which never holds the validation fold.
@@ -123,9 +111,11 @@ class VisionDataModule(LightningDataModule):
         sampler: Literal["shuffle", "balanced"] = "shuffle",
         folds: PositiveInt | None = None,
         fold: NonNegativeInt | None = None,
+        predict_dir: str | None = None,
     ) -> None:
         super().__init__()
         check_folds(folds, fold)
+        self.predict_dir = predict_dir
         self.folds, self.fold = folds, fold
         self.root = root
         self.batch_size = batch_size
@@ -189,6 +179,8 @@ class VisionDataModule(LightningDataModule):
             order = torch.randperm(len(train), generator=torch.Generator().manual_seed(self.seed)).tolist()
             self.train_set = TransformedSubset(train, order[n_val:], self.train_transform(), self.seed)
             self.val_set = TransformedSubset(train, order[:n_val], self.eval_transform())
+        if stage == "predict" and self.predict_dir is not None:
+            return  # the files are listed by predict_dataloader, once the checkpoint's card is known
         if stage in ("test", "predict"):
             test = self.load(train=False)
             self.test_set = TransformedSubset(test, range(len(test)), self.eval_transform())
@@ -326,7 +318,13 @@ class VisionDataModule(LightningDataModule):
         return self.dataloader(self.test_set)
 
     def predict_dataloader(self) -> Iterable:
-        return self.dataloader(self.predict_set)
+        # Always a DataLoader: only for one does Lightning tell prediction writers which samples each
+        # batch holds (it wraps the batch sampler), and predictions.csv needs them.
+        if self.predict_dir is not None:
+            files = ImageFiles(self.predict_dir, self.in_channels)
+            transform = eval_transform(trained_card(self))
+            self.predict_set = TransformedSubset(files, range(len(files)), transform)
+        return VisionDataModule.dataloader(self, self.predict_set)
 
     @property
     def class_names(self) -> list[str]:
@@ -335,8 +333,14 @@ class VisionDataModule(LightningDataModule):
         names = next((d.classes for d in loaded if getattr(d, "classes", None)), None)
         return [str(n) for n in names] if names else [str(i) for i in range(self.num_classes)]
 
-    predict_id_name = "index"  # the column of predictions.csv that says which sample a row is
+    @property
+    def predict_id_name(self) -> str:
+        """The column of predictions.csv that says which sample a row is."""
+        return "index" if self.predict_dir is None else "file"
 
     def predict_id(self, i: int) -> int | str:
-        """What names sample ``i`` of the predict set: here its index in the test split."""
+        """What names sample ``i`` of the predict set: its index in the test split, or its file's path
+        relative to ``predict_dir``."""
+        if self.predict_dir is not None:
+            return self.predict_set.dataset.name(self.predict_set.indices[i])
         return self.predict_set.indices[i]

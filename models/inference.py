@@ -1,7 +1,7 @@
 """A trained classifier on images as they come: its data's evaluation transform, then class names."""
 
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
 from torch import Tensor
 from torchvision.transforms import v2
 
@@ -16,12 +16,14 @@ class Inference:
 
     def preprocess(self, image: Image.Image | Tensor) -> Tensor:
         """A PIL image, or uint8 images (C, H, W) or (N, C, H, W), as the network's input batch on its
-        device: the short side resized to the data's ``resize_size``, the centre ``image_size`` square
-        taken, scaled to [0, 1] and normalized, as the data's evaluation split was."""
+        device: a photo turned upright (EXIF), the short side resized to the data's ``resize_size``, the
+        centre ``image_size`` square taken, scaled to [0, 1] and normalized, as the data's evaluation split
+        was."""
         card = self._card()
         channels = card["in_channels"]
-        if isinstance(image, Image.Image):
-            image = v2.functional.pil_to_tensor(image.convert("L" if channels == 1 else "RGB"))
+        if isinstance(image, Image.Image):  # upright as its EXIF says, as predict and serve read files
+            upright = ImageOps.exif_transpose(image)
+            image = v2.functional.pil_to_tensor(upright.convert("L" if channels == 1 else "RGB"))
         if not isinstance(image, Tensor) or image.dtype != torch.uint8 or image.ndim not in (3, 4):
             raise ModelError("preprocess takes a PIL image or a uint8 tensor (C, H, W) or (N, C, H, W)")
         if image.shape[-3] != channels:

@@ -98,8 +98,9 @@ image_torch=$(run python -c "$torch_version")
 echo "torch: base $base_torch, image $image_torch"
 [ "$base_torch" = "$image_torch" ] || fail "pip install . replaced the base's torch"
 if [ -d data/image_folder ]; then  # the image-folder part's decoder (an optional part)
-    run python -c 'from data.image_folder.photos import jpeg_decoder; print("torchcodec:", "loads" if jpeg_decoder() else "falls back to PIL")'
+    run python -c 'from data.image_folder.photos import jpeg_decoder; print("torchcodec:", "loads" if jpeg_decoder() else "falls back to PIL")'  # an optional part
 fi
+if [ -d app/serve ]; then run python -m app serve --help >/dev/null; fi  # an optional part: LitServe in the image
 uid=$(run id -u)
 echo "user: uid $uid"
 [ "$uid" != 0 ] || fail "the image runs as root"

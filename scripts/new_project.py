@@ -29,7 +29,9 @@ def lines_of(part: dict) -> list[dict]:
 
 
 def drop_line(file: Path, naming: str) -> None:
-    """Delete the one line of ``file`` that names ``naming``."""
+    """Delete the one line of ``file`` that names ``naming`` (none where a dropped part took ``file``)."""
+    if not file.exists():
+        return
     lines = file.read_text().splitlines(keepends=True)
     naming_lines = [line for line in lines if naming in line]
     if len(naming_lines) != 1:

@@ -54,8 +54,10 @@ def test_hadolint_finds_nothing():
 def test_dockerfile_installs_the_project_as_pyproject_describes():
     commands = [shlex.split(part) for run in instructions("RUN") for part in re.split(r"&&|;|\|\|", run)]
     installs = [c[c.index("install") + 1 :] for c in commands if "pip" in c[:3] and "install" in c]
-    # Only `.`: dependencies come from pyproject's ranges, never from a list kept here.
-    assert installs and all([a for a in args if not a.startswith("-")] == ["."] for args in installs)
+    # Only `.` (with an extra of its own): dependencies come from pyproject's ranges, never from a list kept
+    # here.
+    targets = [[a for a in args if not a.startswith("-")] for args in installs]
+    assert installs and all(t in (["."], [".${EXTRAS}"]) for t in targets), targets
 
     copies = [shlex.split(args) for args in instructions("COPY")]
     copied = {source for *sources, _ in copies for source in sources}

@@ -142,7 +142,7 @@ class Options:
     def has(self, sub: str, flag: str, given: dict[str, set[str]]) -> bool:
         """Whether ``python -m app SUB`` (any subcommand where ``sub`` is empty) takes ``--FLAG`` (``sub``
         itself, where ``flag`` is empty), with the classes ``given`` to each class-typed option."""
-        for command in [sub] if sub else ["fit", "tune", "export", "shard"]:
+        for command in [sub] if sub else ["fit", "tune", "export", "shard", "serve"]:
             listed = self.help(command, "--help")
             if listed is None:
                 continue

@@ -33,7 +33,8 @@ def test_copier_yml_defines_each_part_by_what_is_in_the_tree():
     assert {"image folders and photos", "dp", "validation pictures", "W&B sweeps", "benchmarks"} <= set(PARTS)
     assert {"Docker", "Horovod/Fleet migration guide"} <= set(PARTS)
     for name, part in PARTS.items():
-        assert part["paths"] and set(part) <= {"paths", "line", "extra"}, name
+        assert part["paths"] and set(part) <= {"paths", "line", "extra", "needs"}, name
+        assert part.get("needs", name) in PARTS, f"copier.yml's {name} needs a part it does not define"
         assert part.get("extra", "dev") in EXTRAS, f"copier.yml's {name} names an extra pyproject.toml lacks"
         missing = [path for path in part["paths"] if not (ROOT / path).exists()]
         assert not missing, f"copier.yml's {name} names {missing}, which are not in the tree"
@@ -51,22 +52,25 @@ def package_of(paths: list[str]) -> str:
 @pytest.mark.full
 @pytest.mark.parametrize("part", sorted(PARTS))
 def test_a_project_without_each_part_runs(part, template, fashion_mnist_root, tmp_path):
-    project = new_project(template, tmp_path / "project", parts=[p for p in PARTS if p != part])
+    # With it go the parts that need it (W&B sweeps, W&B): copier refuses them alone.
+    gone = {part} | {name for name, spec in PARTS.items() if spec.get("needs") == part}
+    project = new_project(template, tmp_path / "project", parts=[p for p in PARTS if p not in gone])
     assert not [path for path in PARTS[part]["paths"] if (project / path).exists()]
-    dropped = [Path(path) for path in PARTS[part]["paths"]]
-    kept = [path for name in PARTS if name != part for path in PARTS[name]["paths"]]
+    dropped = [Path(path) for name in gone for path in PARTS[name]["paths"]]
+    kept = [path for name in PARTS if name not in gone for path in PARTS[name]["paths"]]
     # A part's file inside another part's folder (benchmarks/photos.py) goes with that folder.
     assert all(
         (project / path).exists() for path in kept if not any(Path(path).is_relative_to(d) for d in dropped)
     )
     for line in lines_of(PARTS[part]):
-        assert line["naming"] not in (project / line["file"]).read_text()
+        file = project / line["file"]  # (the Dockerfile: the Docker part's, where it is kept)
+        assert not file.exists() or line["naming"] not in file.read_text()
     package = package_of(PARTS[part]["paths"])
     # Top-level imports: one inside a function that catches ImportError is how code uses a part if present.
     imports = re.compile(rf"^(from|import) {re.escape(package)}\b", re.MULTILINE)
     code = [f for folder in ("app", "models", "data", "benchmarks") for f in (project / folder).rglob("*.py")]
     assert not [str(f) for f in code if imports.search(f.read_text())]
-    assert left_behind(project, [part], PARTS) == []
+    assert left_behind(project, sorted(gone), PARTS) == []
     if "extra" in PARTS[part]:
         extras = tomllib.loads((project / "pyproject.toml").read_text())["project"]["optional-dependencies"]
         assert PARTS[part]["extra"] not in extras

@@ -65,6 +65,7 @@ def write(model: LightningModule, sample: Tensor, path: Path, format: str, card:
             "logits",
             {**card, "input_dtype": "float32", "output": "logits"},
         )
+    graph.eval()  # the wrapper too: torch's exporter warns of a module left in training mode
     if format == "onnx":
         torch.onnx.export(
             graph,

@@ -16,8 +16,9 @@ class AppendingCSVLogger(CSVLogger):
     """Lightning's CSVLogger, whose writer deletes the ``metrics.csv`` it finds (a resume's, a test's):
     its rows are put back, and its columns told."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, save_dir: str = ".", **kwargs: Any) -> None:
+        # A default: the CLI puts it in the run folder, whatever the config says.
+        super().__init__(save_dir, **kwargs)
         self.writer_made = False
 
     @property

@@ -156,8 +156,6 @@ def resolve(config) -> Run:
     if "checkpoint" in config:
         given["checkpoint.dirpath"] = config.checkpoint.dirpath
         config.checkpoint.dirpath = str(folder_of(run))
-    if config.trainer.get("logger") in (None, True):  # Lightning's default logger, named so that it moves
-        config.trainer.logger = Namespace(class_path="lightning.pytorch.loggers.TensorBoardLogger")
     configure_loggers(config.trainer.get("logger"), run)
     return Run(run, created and rank_zero, given)
 
@@ -167,7 +165,7 @@ def configure_loggers(logger_config: object, run: Path) -> None:
     one that nests ``save_dir/name/version`` (Lightning's CSV, TensorBoard) writes into ``run`` itself."""
     for logger in logger_config if isinstance(logger_config, list) else [logger_config]:
         if not (isinstance(logger, Namespace) and logger.get("class_path")):
-            continue  # False: none
+            continue  # True, False or None: Lightning's default logger, or none
         args = logger.init_args = logger.get("init_args") or Namespace()
         if "save_dir" in class_defaults(logger.class_path):
             args.save_dir = str(run)

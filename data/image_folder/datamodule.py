@@ -91,12 +91,12 @@ class ImageFolderDataModule(VisionDataModule):
         test_on: Literal["test", "val"] = "test",
         skip_unreadable: bool = False,
     ) -> None:
-        super().__init__(root, batch_size, num_workers, val_size, seed, sampler, folds=folds, fold=fold)
+        split = {"folds": folds, "fold": fold, "predict_dir": predict_dir}
+        super().__init__(root, batch_size, num_workers, val_size, seed, sampler, **split)
         if not 0 < crop_scale[0] <= crop_scale[1] <= 1:
             raise ValueError(
                 f"--data.crop_scale must be two numbers 0 < low <= high <= 1, got {list(crop_scale)}"
             )
-        self.predict_dir = predict_dir
         self.image_size = image_size
         self.in_channels = 1 if grayscale else 3
         self.flip, self.auto_augment = flip, auto_augment
@@ -245,11 +245,7 @@ class ImageFolderDataModule(VisionDataModule):
                     rank_zero_info(f"data: cannot keep the decoded copy in {self.root}/.cache ({why})")
 
     def setup(self, stage: str) -> None:
-        if stage == "predict" and self.predict_dir is not None:
-            files = photos.ImageFiles(Path(self.predict_dir), self.resize_size, self.in_channels == 1)
-            self.predict_set = TransformedSubset(files, range(len(files)), self.eval_transform())
-            return
-        if stage == "predict" and not Path(self.root, self.test_on).is_dir():
+        if stage == "predict" and self.predict_dir is None and not Path(self.root, self.test_on).is_dir():
             raise DatasetNotFoundError(
                 f"nothing to predict: pass --data.predict_dir FOLDER, the images to classify "
                 f"(without it, predict reads {Path(self.root, self.test_on)}, which does not exist)"
@@ -297,10 +293,6 @@ class ImageFolderDataModule(VisionDataModule):
             transform = photos.centre_crops(self.image_size, mean, std)
         return ResidentLoader(images, labels, self.batch_size, self.sampler(dataset, train), transform)
 
-    def predict_dataloader(self) -> Iterable:
-        # A DataLoader: only for one does Lightning tell prediction writers which samples a batch holds.
-        return super().dataloader(self.predict_set)
-
     @property
     def class_names(self) -> list[str]:
         return self.classes
@@ -309,8 +301,10 @@ class ImageFolderDataModule(VisionDataModule):
 
     def predict_id(self, i: int) -> str:
         """The path of predict image ``i``, relative to ``predict_dir`` (or to the test split's folder)."""
+        if self.predict_dir is not None:
+            return super().predict_id(i)
         path, _ = self.predict_set.dataset.samples[self.predict_set.indices[i]]
-        return Path(path).relative_to(self.predict_dir or Path(self.root, self.test_on)).as_posix()
+        return Path(path).relative_to(self.root, self.test_on).as_posix()
 
     def eval_transform(self) -> Callable:
         return photos.eval_transform(self.image_size, self.crop_ratio)

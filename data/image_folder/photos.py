@@ -13,23 +13,20 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 from torch import Tensor
-from torch.utils.data import Dataset, default_collate
+from torch.utils.data import default_collate
 from torchvision.datasets import ImageFolder
-from torchvision.datasets.folder import IMG_EXTENSIONS
 from torchvision.transforms import v2
 
 from data.batch_transforms import normalize
+from data.predict_files import IMAGE_SUFFIXES, is_image
 from data.resident import BatchTransform
-from data.vision import DataError, DatasetNotFoundError
+from data.vision import DataError
 
 # torchvision's and timm's ImageNet statistics: the usual ones for RGB photos. One grey channel
 # takes their mean over the colours.
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 AutoAugment = Literal["none", "trivialaugment", "randaugment", "autoaugment"]
-
-# torchvision's ImageFolder suffixes, and GIF, which PIL reads as well (its first frame).
-IMAGE_SUFFIXES = (*IMG_EXTENSIONS, ".gif")
 
 
 @functools.cache
@@ -78,11 +75,6 @@ def read_photo(path: str | Path, short_side: int | None = None, grey: bool = Fal
         raise DataError(f"cannot read the image {path} ({why}): delete or replace it") from err
     tensor = torch.from_numpy(pixels)
     return tensor.unsqueeze(0) if grey else tensor.permute(2, 0, 1)
-
-
-def is_image(path: str | Path) -> bool:
-    """Whether ``path`` has one of the suffixes read as images (``IMAGE_SUFFIXES``, any case)."""
-    return str(path).lower().endswith(IMAGE_SUFFIXES)
 
 
 def skipped_line(folder: Path, names: list[str]) -> str:
@@ -151,30 +143,6 @@ def collate_readable(samples: list[tuple[Any, int]]) -> tuple[Tensor, Tensor, li
         )
     images, labels = default_collate(kept)
     return images, labels, left_out
-
-
-class ImageFiles(Dataset):
-    """Every image file under ``folder``, in path order, as (uint8 image, -1): images without labels.
-
-    torchvision's ``ImageFolder`` would demand one subfolder per class and read them as labels.
-    """
-
-    def __init__(self, folder: Path, short_side: int | None = None, grey: bool = False) -> None:
-        files = sorted(p for p in folder.rglob("*") if is_image(p) and p.is_file())
-        if not files:
-            raise DatasetNotFoundError(
-                f"no images ({', '.join(IMAGE_SUFFIXES)}) in {folder}: pass the folder that holds them "
-                f"as --data.predict_dir"
-            )
-        self.samples = [(str(p), -1) for p in files]
-        self.short_side, self.grey = short_side, grey
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def __getitem__(self, i: int) -> tuple[Any, int]:
-        path, label = self.samples[i]
-        return read_photo(path, self.short_side, self.grey), label
 
 
 def eval_size(size: int, crop_ratio: float) -> int:

@@ -15,8 +15,9 @@ from torchvision.transforms import v2
 
 from data import batch_transforms
 from data.folds import check_folds
+from data.predict_files import ImageFiles, eval_transform, trained_card
 from data.streaming.store import FORMAT, SIDE_FILE, VERSION, Location, check_chunks, require_litdata
-from data.vision import DataError, DatasetNotFoundError
+from data.vision import DataError, DatasetNotFoundError, TransformedSubset
 
 
 def uint8_steps(transform: Callable) -> v2.Compose:
@@ -106,9 +107,9 @@ class StreamingDataModule(LightningDataModule):
         cache_dir: where LitData keeps the chunks it downloaded from S3; None: its default.
         timeout: seconds a request to the S3 endpoint waits for its answer; one that gets none ends
             the run with an error, at any stage (LitData's reads are tried 3 times).
+        predict_dir: a folder of image files that ``predict`` classifies, each prepared as the checkpoint's
+            evaluation images were; None: the test split.
     """
-
-    predict_id_name = "index"
 
     def __init__(
         self,
@@ -120,9 +121,11 @@ class StreamingDataModule(LightningDataModule):
         timeout: PositiveFloat = 10.0,
         folds: PositiveInt | None = None,
         fold: NonNegativeInt | None = None,
+        predict_dir: str | None = None,
     ) -> None:
         super().__init__()
         check_folds(folds, fold)
+        self.predict_dir = predict_dir
         self.folds, self.fold = folds, fold
         self.root, self.batch_size, self.num_workers = root, batch_size, num_workers
         self.seed, self.cache_dir, self.timeout = seed, cache_dir, timeout
@@ -211,8 +214,15 @@ class StreamingDataModule(LightningDataModule):
         """The splits were written together, with one card: nothing to check beyond the side file."""
         _ = self.side
 
-    def predict_id(self, i: int) -> int:
-        """The test-split index that prediction ``i`` is of (as the source DataModule numbered it)."""
+    @property
+    def predict_id_name(self) -> str:
+        return "index" if self.predict_dir is None else "file"
+
+    def predict_id(self, i: int) -> int | str:
+        """The test-split index that prediction ``i`` is of (as the source DataModule numbered it), or its
+        file's path relative to ``predict_dir``."""
+        if self.predict_dir is not None:
+            return self.predict_set.dataset.name(i)
         return self.predict_set.shards.stored_index(i)
 
     @functools.cached_property
@@ -270,7 +280,8 @@ class StreamingDataModule(LightningDataModule):
         trainer = self.trainer
         if trainer is None or trainer.world_size == 1 or not Location(self.root).remote:
             return
-        wanted = {"fit": ["train", "val"], "validate": ["val"], "test": ["test"], "predict": ["test"]}
+        wanted = {"fit": ["train", "val"], "validate": ["val"], "test": ["test"]}
+        wanted["predict"] = [] if self.predict_dir else ["test"]
         if trainer.local_rank == 0:
             for split in wanted.get(stage, []):
                 if split in self.side["splits"]:
@@ -303,8 +314,13 @@ class StreamingDataModule(LightningDataModule):
         return self.dataloader("test")
 
     def predict_dataloader(self) -> Iterable:
-        """The test split in its stored order, through a torch DataLoader (predictions.csv needs one)."""
-        self.predict_set = ByPosition(self.dataset("test"))
+        """The test split in its stored order, or the files of ``predict_dir``, through a torch DataLoader
+        (predictions.csv needs one)."""
+        if self.predict_dir is not None:
+            files = ImageFiles(self.predict_dir, self.in_channels)
+            self.predict_set = TransformedSubset(files, range(len(files)), eval_transform(trained_card(self)))
+        else:
+            self.predict_set = ByPosition(self.dataset("test"))
         workers = self.workers()
         return DataLoader(self.predict_set, batch_size=int(self.batch_size), num_workers=workers)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers.cli import check, run_app, run_folder, run_process
+from helpers.image_files import check_rows, predict_image_answers, write_image_files
 from torchvision.datasets import MNIST, FashionMNIST
 
 import data
@@ -55,6 +56,7 @@ def probabilities(ckpt: Path, data: VisionDataModule) -> torch.Tensor:
     model = ImageClassifier(MnistCNN(data.in_channels, data.num_classes, data.image_size), data.num_classes)
     model.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"])
     data.setup("predict")
+    data.predict_dataloader()  # lists predict_dir's files, if any
     images = torch.stack([data.predict_set[i][0] for i in range(len(data.predict_set))])
     # As Lightning runs it: a photo folder's uint8 batches are normalized there.
     images, _ = data.on_after_batch_transfer((images, None), 0)
@@ -110,6 +112,29 @@ def test_two_ddp_processes_write_one_file_equal_to_one_process(one_process, mnis
         assert float(row["probability"]) == pytest.approx(float(single["probability"]), abs=2e-6)
 
 
+def test_predict_dir_classifies_any_file_for_an_mnist_checkpoint_as_predict_image(mnist_ckpt, tmp_path):
+    """Files of any size and mode get the checkpoint's preprocessing; the data set itself is not read."""
+    files = write_image_files(tmp_path / "mine")
+    rows = predict(mnist_ckpt, f"--data.predict_dir={tmp_path / 'mine'}", f"--data.root={tmp_path / 'gone'}")
+    assert list(rows[0]) == ["file", "class", "class_name", "probability"]
+    check_rows(rows, predict_image_answers(mnist_ckpt, files))
+    assert not (tmp_path / "gone").exists()  # nothing downloaded, nothing unpacked
+
+
+@pytest.mark.full
+@pytest.mark.parametrize(
+    ("data", "root", "options"),
+    [
+        ("FashionMNISTDataModule", "fashion_mnist_root", []),
+        ("CIFAR10DataModule", "cifar10_root", ["--data.verify=false"]),
+    ],
+)
+def test_predict_dir_classifies_any_file_as_predict_image(data, root, options, request, tmp_path):
+    ckpt = fitted(tmp_path, f"--data={data}", f"--data.root={request.getfixturevalue(root)}", *options)
+    files = write_image_files(tmp_path / "mine")
+    check_rows(predict(ckpt, f"--data.predict_dir={tmp_path / 'mine'}"), predict_image_answers(ckpt, files))
+
+
 @pytest.fixture(scope="module")
 def folder_ckpt(image_folder_root, tmp_path_factory) -> Path:
     cwd = tmp_path_factory.mktemp("predict_folder")
@@ -134,6 +159,17 @@ def test_predicts_a_folder_of_unlabelled_images(folder_ckpt, image_folder_root, 
     data = ImageFolderDataModule(str(image_folder_root), predict_dir=str(tmp_path))
     assert data.class_names == ["class_0", "class_1", "class_2"]
     check_against_model(rows, probabilities(folder_ckpt, data), data.class_names, decided=6)
+
+
+@pytest.mark.full
+def test_predict_dir_classifies_any_file_for_an_image_folder_checkpoint_as_predict_image(
+    folder_ckpt, tmp_path
+):
+    files = write_image_files(tmp_path / "mine")
+    check_rows(
+        predict(folder_ckpt, f"--data.predict_dir={tmp_path / 'mine'}"),
+        predict_image_answers(folder_ckpt, files),
+    )
 
 
 def test_a_second_predict_writes_a_second_file(folder_ckpt, image_folder_root, tmp_path):

@@ -45,6 +45,8 @@ def test_print_config_lists_every_callback_plugin_and_profiler_the_trainer_runs(
     }
     if "nan_stop" in config:  # the NaN stop part's
         forced.add("app.nan_stop.StopOnNonFiniteWeights")
+    if not any("app.progress_bar" in path for path in listed):  # without that part, Lightning's own bar
+        forced.add("lightning.pytorch.callbacks.progress.rich_progress.RichProgressBar")
     assert set(ran["callbacks"]) == {qualified(path) for path in listed} | forced
     assert ran["checkpoint_io"] in plugins
     assert ran["profiler"] == config["trainer"]["profiler"]["class_path"]
