@@ -11,6 +11,8 @@ import inspect
 import io
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,8 @@ from data.files import FULL
 from data.streaming.store import FORMAT, SIDE_FILE, VERSION, Location, require_litdata
 from data.vision import DataError
 
+# Where LitData stages the chunks it uploads (its optimize has no argument for it).
+STAGING = "DATA_OPTIMIZER_CACHE_FOLDER"
 SKIPPED = {"root", "predict_dir", "num_workers", "download", "loader", "batch_size", "mean", "std"}
 
 
@@ -154,6 +158,9 @@ def shard(
         "source": source(datamodule),
     }
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    # workaround: LitData stages every job's chunks in one /tmp/chunks (0.2.76); gone when each has its own
+    staging, before = tempfile.mkdtemp(prefix="shard-"), os.environ.get(STAGING)
+    os.environ[STAGING] = staging  # its forked workers read it too
     try:
         for name, items in found.items():
             rank_zero_info(f"shard: {len(items)} {name} images to {target.join(name)}")
@@ -183,5 +190,11 @@ def shard(
                 "that much there, or pass another --output, and run shard again"
             ) from None
         raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        if before is None:
+            del os.environ[STAGING]
+        else:
+            os.environ[STAGING] = before
     rank_zero_info(f"shard: wrote {sum(side['splits'].values())} images to {output}")
     return output
