@@ -158,9 +158,10 @@ def shard(
         "source": source(datamodule),
     }
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    # workaround: LitData stages every job's chunks in one /tmp/chunks (0.2.76); gone when each has its own
-    staging, before = tempfile.mkdtemp(prefix="shard-"), os.environ.get(STAGING)
-    os.environ[STAGING] = staging  # its forked workers read it too
+    # workaround: LitData stages every upload's chunks in one /tmp/chunks (0.2.76); gone when each has its own
+    staging, before = tempfile.mkdtemp(prefix="shard-") if target.remote else None, os.environ.get(STAGING)
+    if staging:  # (a local output is written in place)
+        os.environ[STAGING] = staging  # its forked workers read it too
     try:
         for name, items in found.items():
             rank_zero_info(f"shard: {len(items)} {name} images to {target.join(name)}")
@@ -191,10 +192,11 @@ def shard(
             ) from None
         raise
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        if before is None:
-            del os.environ[STAGING]
-        else:
-            os.environ[STAGING] = before
+        if staging:
+            shutil.rmtree(staging, ignore_errors=True)
+            if before is None:
+                del os.environ[STAGING]
+            else:
+                os.environ[STAGING] = before
     rank_zero_info(f"shard: wrote {sum(side['splits'].values())} images to {output}")
     return output
