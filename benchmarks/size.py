@@ -10,11 +10,7 @@ default ones, and ``--make-test`` the minutes of each one's ``make test``.
 import argparse
 import ast
 import io
-import json
-import os
-import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 import tokenize
@@ -63,62 +59,29 @@ def lines_per_folder(root: Path) -> dict[str, int]:
     }
 
 
-def template_repository(template: Path) -> Path:
-    """This checkout's files (tracked, or new and not ignored), committed in a repository of their own and
-    tagged v1, as copier reads a template."""
-    listed = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
-    for name in filter(
-        None, subprocess.run(listed, cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
-    ):
-        if (ROOT / name).is_file():
-            (template / name).parent.mkdir(parents=True, exist_ok=True)
-            (template / name).write_bytes((ROOT / name).read_bytes())
-    git = ["git", "-c", "user.name=size", "-c", "user.email=size@example.invalid"]
-    for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "v1"], ["tag", "v1"]):
-        subprocess.run([*git, *command], cwd=template, check=True, capture_output=True)
-    return template
-
-
-def new_project(template: Path, project: Path, parts: list[str] | None) -> Path:
-    """``copier copy --trust --defaults`` with ``parts`` (None: copier's default parts)."""
-    data = ["--data", f"parts={json.dumps(parts)}"] if parts is not None else []
-    copy = [sys.executable, "-m", "copier", "copy", "--trust", "--defaults", "--quiet", *data]
-    subprocess.run([*copy, str(template), str(project)], check=True, capture_output=True)
-    return project
-
-
 def make_test_minutes(project: Path) -> float:
-    """Minutes of ``make test`` in ``project`` (a made one: in a venv of its own on this one's packages, as
-    ``tests/helpers/tree.py`` makes it, no second install)."""
-    venv = project / ".venv"
-    if project != ROOT:
-        make_venv(venv)
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    """Minutes of ``make test`` in ``project`` (a made one in a venv of its own on this one's packages:
+    ``tests/helpers/tree.py``'s ``make_in``, no second install)."""
+    from helpers.tree import make_in  # (tests/ is on the path: see projects)
+
     start = time.monotonic()
-    done = subprocess.run(["make", "test"], cwd=project, env=env, capture_output=True, text=True)
+    done = make_in(project, "test", timeout=3600)
     if done.returncode != 0:
         sys.exit(f"error: make test failed in {project}:\n{done.stdout[-2000:]}")
     return (time.monotonic() - start) / 60
 
 
-def make_venv(venv: Path) -> None:
-    """A venv whose ``.pth`` names this one's site-packages (whose own ``.pth`` files it then skips)."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    purelib = Path(sysconfig.get_paths(vars={"base": str(venv), "platbase": str(venv)})["purelib"])
-    (purelib / "template.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    for tool in ("ruff", "hadolint"):
-        (venv / "bin" / tool).symlink_to(Path(sys.prefix) / "bin" / tool)
-    (venv / ".installed").touch()
-
-
 def projects(make_test: bool) -> None:
     """Print lines per folder (and ``make test`` minutes) of the template and its two projects."""
     with tempfile.TemporaryDirectory() as where:
+        sys.path.insert(0, str(ROOT / "tests"))  # the template's own helpers (copier, a project's venv)
+        from helpers.tree import new_project, template_repository
+
         template = template_repository(Path(where) / "template")
         rows = {
             "template": ROOT,
-            "no optional part": new_project(template, Path(where) / "minimal", []),
-            "the default parts": new_project(template, Path(where) / "defaults", None),
+            "no optional part": new_project(template, Path(where) / "minimal", parts=[]),
+            "the default parts": new_project(template, Path(where) / "defaults"),
         }
         print("| | " + " | ".join(FOLDERS) + " | all |" + (" make test, min |" if make_test else ""))
         for name, root in rows.items():
