@@ -2,6 +2,7 @@
 parts as copier.yml defines them, and the checks that a project made from it runs."""
 
 import ast
+import atexit
 import functools
 import json
 import os
@@ -10,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -112,23 +114,45 @@ def python_in(project: Path, *args: str, timeout: int = 300) -> subprocess.Compl
     return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@functools.cache
+def project_checker() -> subprocess.Popen:
+    """``helpers/project_check.py``, started once in this process: the libraries on site-packages only
+    (``-S``: see :func:`python_in`), each project's checks in a fork of it."""
+    env = {**app_env(), "PYTHONPATH": sysconfig.get_paths()["purelib"]}
+    script = (ROOT / "tests" / "helpers" / "project_check.py").read_text()
+    checker = subprocess.Popen(
+        [sys.executable, "-S", "-c", script],
+        cwd=tempfile.gettempdir(),
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    atexit.register(checker.stdin.close)
+    return checker
+
+
 def check_it_runs(
     project: Path, data_root: Path, *fit_args: str, data_class: str = "data.MNISTDataModule"
 ) -> None:
     """The project's CLI prints its help and config (``data_class`` in it) and trains briefly on
-    ``data_root``; its tests load. One process (``helpers/project_check.py``) does all four."""
+    ``data_root``; its tests load. A process of its own does all four (:func:`project_checker`)."""
     # A --config first: one after them would put its values over the flags before it.
     configs = [arg for arg in fit_args if arg.startswith("--config=")]
     rest = [arg for arg in fit_args if arg not in configs]
     args = {"config": list(fit_args), "fit": [*configs, *SHRINK, f"--data.root={data_root}", *rest]}
-    script = (ROOT / "tests" / "helpers" / "project_check.py").read_text()
-    done = python_in(project, "-c", script, json.dumps(args))
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(done.stdout.strip().splitlines()[-1])
-    assert results["help"]["code"] == 0 and "fit" in results["help"]["stdout"], done.stderr[-2000:]
-    assert results["config"]["code"] == 0, done.stderr[-2000:]
+    out = project.parent / f"{project.name}-check.json"
+    checker = project_checker()
+    checker.stdin.write(json.dumps({"project": str(project), "args": args, "out": str(out)}) + "\n")
+    checker.stdin.flush()
+    status = checker.stdout.readline()
+    stderr = Path(f"{out}.stderr").read_text() if Path(f"{out}.stderr").exists() else ""
+    assert status.strip() == "0", f"the check process ended with {status!r}:\n{stderr[-3000:]}"
+    results = json.loads(out.read_text())
+    assert results["help"]["code"] == 0 and "fit" in results["help"]["stdout"], stderr[-2000:]
+    assert results["config"]["code"] == 0, stderr[-2000:]
     assert f"class_path: {data_class}\n" in results["config"]["stdout"]
-    assert results["fit"]["code"] == 0, done.stderr[-2000:]
+    assert results["fit"]["code"] == 0, stderr[-2000:]
     assert list((project / "runs").glob("*/version_0/checkpoints/*.ckpt"))
     assert results["collect"]["code"] == 0, results["collect"]["stdout"][-3000:]
 
