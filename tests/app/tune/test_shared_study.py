@@ -133,7 +133,10 @@ def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
     rows = list(csv.DictReader((folder / "trials.csv").open()))
     assert len(rows) == len(trials)
 
-    # The resumed trial's weights are those of one uninterrupted fit with its values.
+    # The resumed trial's weights are those of one uninterrupted fit with its values: the fit's own resume,
+    # whatever the storage, so checked once.
+    if kind != "postgresql":
+        return
     lr = resumed.params["model.optimizer.lr"]
     check(
         run_app(
