@@ -76,12 +76,14 @@ def test_reduce_on_plateau_steps_after_each_validation_on_its_monitor(mnist_root
 
 
 def test_adamw_with_one_cycle_trains_fashion_mnist(fashion_mnist, tmp_path):
-    args = [f"--data.root={tmp_path / 'datasets'}", "--trainer.max_epochs=1"]
+    """60 steps, tested on 1280 images: 0.72 to 0.74 over seeds. Chance is 0.10, and the same steps at
+    OneCycleLR's starting lr (a schedule never stepped) reach 0.54 to 0.58: neither passes 0.70."""
+    args = [f"--data.root={tmp_path / 'datasets'}", "--trainer.max_epochs=1", "--data.val_size=1000"]
     args += ["--model.optimizer=AdamW", "--model.optimizer.lr=0.001", "--model.optimizer.weight_decay=0.05"]
     args += ["--model.scheduler=OneCycleLR", "--model.scheduler.max_lr=0.004"]
-    args += ["--trainer.limit_train_batches=120", "--data.batch_size=128", "--trainer.limit_test_batches=20"]
+    args += ["--trainer.limit_train_batches=60", "--data.batch_size=128", "--trainer.limit_test_batches=10"]
     check(run_app("fit", *args, configs=("configs/fashion_mnist.yaml",), cwd=tmp_path))
-    assert logged(run_folder(tmp_path))["test/acc"][-1] > 0.75
+    assert logged(run_folder(tmp_path))["test/acc"][-1] > 0.70
 
 
 def test_norm_weight_decay_puts_norm_weights_and_biases_in_their_own_group():
