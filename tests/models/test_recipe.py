@@ -1,6 +1,7 @@
 """The recipe as configuration: any optimizer and schedule from the command line, fitted to the run."""
 
 import functools
+import itertools
 import math
 import re
 
@@ -38,15 +39,19 @@ def hand_chained(lr: float, steps: int, warmup: int, final: float, longer: int |
 def test_the_default_recipe_gives_the_lr_of_the_hand_built_schedule_at_every_step(
     warmup_ratio, mnist_root, tmp_path
 ):
-    """8 steps, then the same run resumed for 16: every lr within 1e-7 of the hand-chained one."""
+    """8 steps, then the same run resumed for 16: every lr within 1e-7 of the hand-chained one; the
+    resumed run says so in one line, and its cosine goes on falling, not climbing back."""
     args = [f"--data.root={mnist_root}", "--test_after_fit=false", *LR_MONITOR]
     args += [f"--model.scheduler.warmup_ratio={warmup_ratio}", "--model.optimizer.lr=0.1"]
     check(run_app("fit", *args, "--trainer.max_epochs=2", cwd=tmp_path))
-    check(run_app("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=last", cwd=tmp_path))
+    resumed = run_app("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=last", cwd=tmp_path)
+    check(resumed)
+    assert "lr schedule: this run now ends at step 16 (planned: 8)" in resumed.stderr
     seen = logged(run_folder(tmp_path))["lr-SGD"]
     expected = hand_chained(0.1, steps=8, warmup=int(warmup_ratio * 8), final=0.1, longer=16)
     assert len(seen) == 16
     assert max(abs(a - b) for a, b in zip(seen, expected, strict=True)) < 1e-7
+    assert all(b <= a + 1e-12 for a, b in itertools.pairwise(seen[7:]))  # past any warmup
 
 
 def test_a_schedule_gets_the_run_length_and_scaled_lrs_it_takes(mnist_root, tmp_path):

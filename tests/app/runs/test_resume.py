@@ -241,20 +241,6 @@ def test_full_disk_while_saving_keeps_the_checkpoints_and_resume_is_exact(mnist_
     assert max_difference(ends[0]["weights"], ends[1]["weights"]) == 0
 
 
-def test_a_longer_resumed_run_continues_its_lr_schedule_without_a_jump(mnist_root, tmp_path):
-    """A finished 2-epoch run resumed for 4: the cosine does not climb back; it says so in one line."""
-    lr = ["--trainer.callbacks+=LearningRateMonitor", "--trainer.callbacks.logging_interval=step"]
-    args = [f"--data.root={mnist_root}", "--test_after_fit=false", *lr]
-    check(run_app("fit", *args, "--trainer.max_epochs=2", cwd=tmp_path))
-    first = logged(run_folder(tmp_path))["lr-SGD"]
-    resumed = run_app("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=last", cwd=tmp_path)
-    check(resumed)
-    assert "lr schedule: this run now ends at step 16 (planned: 8)" in resumed.stderr
-    after = logged(run_folder(tmp_path))["lr-SGD"][len(first) :]
-    assert len(after) == 8
-    assert all(b <= a + 1e-12 for a, b in zip([first[-1], *after], after, strict=False))
-
-
 def test_train_loss_reaches_the_logger_every_epoch_however_short(mnist_root, tmp_path):
     args = [f"--data.root={mnist_root}", "--trainer.max_epochs=3", "--trainer.log_every_n_steps=50"]
     check(run_app("fit", *args, "--test_after_fit=false", cwd=tmp_path))
