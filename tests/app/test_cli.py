@@ -37,7 +37,7 @@ def test_fit_saves_checkpoints_that_test_validate_and_predict_reload(mnist_root,
     ("configs", "args", "root"),
     [
         (("configs/cifar10.yaml",), ["--data.verify=false"], "cifar10_root"),
-        (("configs/cifar10_resnet.yaml",), ["--data.verify=false", "--model.net.depth=8"], "cifar10_root"),
+        # configs/cifar10_resnet.yaml trains in test_a_checkpoint_is_evaluated_with_the_config_of_its_run.
         ((), ["--data=CIFAR100DataModule", "--data.verify=false", "--model.net=CifarCNN"], "cifar100_root"),
         (
             (),
@@ -147,23 +147,16 @@ def test_progress_bar_shows_images_per_second(mnist_root, tmp_path):
 
 
 def test_a_checkpoint_is_evaluated_with_the_config_of_its_run(cifar10_root, tmp_path):
-    """No --config: `test --ckpt_path` reads the run's config.yaml, so a ResNet on CIFAR stays one."""
+    """No --config: `test --ckpt_path` reads the run's config.yaml, so the ResNet of
+    configs/cifar10_resnet.yaml on CIFAR-10 stays one."""
     data = [f"--data.root={cifar10_root}", "--data.verify=false"]
-    check(
-        run_app(
-            "fit",
-            *data,
-            "--model.net=ResNet",
-            "--model.net.depth=8",
-            configs=("configs/cifar10.yaml",),
-            cwd=tmp_path,
-        )
-    )
+    net = "--model.net.depth=8"
+    check(run_app("fit", *data, net, configs=("configs/cifar10_resnet.yaml",), cwd=tmp_path))
     run = run_folder(tmp_path)
     best = next((run / "checkpoints").glob("best-*.ckpt"))
     check(run_app("test", f"--ckpt_path={best}", *data, cwd=tmp_path))
     first, again = logged(run)["test/acc"]
-    assert again == first
+    assert 0 <= first <= 1 and again == first
 
 
 NETS_SHARING_AN_ARGUMENT = """

@@ -237,7 +237,11 @@ def test_timm_missing_names_the_extra(monkeypatch):
 
 def test_cli_fits_a_pretrained_resnet18_on_mnist(cached, mnist_root, tmp_path):
     net = ["--model.net=Backbone", "--model.net.name=resnet18"]
-    result = run_app("fit", f"--data.root={mnist_root}", *net, "--model.net.weights=DEFAULT", cwd=tmp_path)
+    # Batches of 16, 2 of them validated and tested: a fit's every stage, with the least of ResNet-18's work.
+    small = ["--data.batch_size=16", "--trainer.limit_val_batches=2", "--trainer.limit_test_batches=2"]
+    result = run_app(
+        "fit", f"--data.root={mnist_root}", *net, *small, "--model.net.weights=DEFAULT", cwd=tmp_path
+    )
     check(result)
     assert "test/acc" in result.stdout + result.stderr
     bad = run_app("fit", f"--data.root={mnist_root}", *net, "--model.net.weights=V9", cwd=tmp_path)

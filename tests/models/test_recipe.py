@@ -1,6 +1,7 @@
 """The recipe as configuration: any optimizer and schedule from the command line, fitted to the run."""
 
 import functools
+import itertools
 import math
 import re
 
@@ -38,15 +39,19 @@ def hand_chained(lr: float, steps: int, warmup: int, final: float, longer: int |
 def test_the_default_recipe_gives_the_lr_of_the_hand_built_schedule_at_every_step(
     warmup_ratio, mnist_root, tmp_path
 ):
-    """8 steps, then the same run resumed for 16: every lr within 1e-7 of the hand-chained one."""
+    """8 steps, then the same run resumed for 16: every lr within 1e-7 of the hand-chained one; the
+    resumed run says so in one line, and its cosine goes on falling, not climbing back."""
     args = [f"--data.root={mnist_root}", "--test_after_fit=false", *LR_MONITOR]
     args += [f"--model.scheduler.warmup_ratio={warmup_ratio}", "--model.optimizer.lr=0.1"]
     check(run_app("fit", *args, "--trainer.max_epochs=2", cwd=tmp_path))
-    check(run_app("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=last", cwd=tmp_path))
+    resumed = run_app("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=last", cwd=tmp_path)
+    check(resumed)
+    assert "lr schedule: this run now ends at step 16 (planned: 8)" in resumed.stderr
     seen = logged(run_folder(tmp_path))["lr-SGD"]
     expected = hand_chained(0.1, steps=8, warmup=int(warmup_ratio * 8), final=0.1, longer=16)
     assert len(seen) == 16
     assert max(abs(a - b) for a, b in zip(seen, expected, strict=True)) < 1e-7
+    assert all(b <= a + 1e-12 for a, b in itertools.pairwise(seen[7:]))  # past any warmup
 
 
 def test_a_schedule_gets_the_run_length_and_scaled_lrs_it_takes(mnist_root, tmp_path):
@@ -76,12 +81,14 @@ def test_reduce_on_plateau_steps_after_each_validation_on_its_monitor(mnist_root
 
 
 def test_adamw_with_one_cycle_trains_fashion_mnist(fashion_mnist, tmp_path):
-    args = [f"--data.root={tmp_path / 'datasets'}", "--trainer.max_epochs=1"]
+    """60 steps, tested on 1280 images: 0.72 to 0.74 over seeds. Chance is 0.10, and the same steps at
+    OneCycleLR's starting lr (a schedule never stepped) reach 0.54 to 0.58: neither passes 0.70."""
+    args = [f"--data.root={tmp_path / 'datasets'}", "--trainer.max_epochs=1", "--data.val_size=1000"]
     args += ["--model.optimizer=AdamW", "--model.optimizer.lr=0.001", "--model.optimizer.weight_decay=0.05"]
     args += ["--model.scheduler=OneCycleLR", "--model.scheduler.max_lr=0.004"]
-    args += ["--trainer.limit_train_batches=120", "--data.batch_size=128", "--trainer.limit_test_batches=20"]
+    args += ["--trainer.limit_train_batches=60", "--data.batch_size=128", "--trainer.limit_test_batches=10"]
     check(run_app("fit", *args, configs=("configs/fashion_mnist.yaml",), cwd=tmp_path))
-    assert logged(run_folder(tmp_path))["test/acc"][-1] > 0.75
+    assert logged(run_folder(tmp_path))["test/acc"][-1] > 0.70
 
 
 def test_norm_weight_decay_puts_norm_weights_and_biases_in_their_own_group():

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 from helpers.cli import callback, run_app, run_folder
-from lightning import Trainer
+from lightning import Callback, LightningModule, Trainer
 from matplotlib import colormaps
 from PIL import Image
 
@@ -235,8 +235,8 @@ def logged_images(folder: Path) -> dict[str, list[tuple[int, np.ndarray]]]:
 
 
 def slow_draw(*args):
-    """The drawing thread's work, a while later: the run goes on (or ends) meanwhile."""
-    time.sleep(3)
+    """The drawing thread's work, a second later: the run goes on (or ends) meanwhile."""
+    time.sleep(1)
     return DRAW(*args)
 
 
@@ -259,15 +259,34 @@ def test_logged_pictures_are_those_drawn_in_the_training_thread(mnist_root, tmp_
         assert np.array_equal(logged, pixels), tag
 
 
+class FitEnd(Callback):
+    """Placed before ValidationPictures: marks the fit's end before the pictures' own hook waits for them."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+
+    def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.reached.set()
+
+
 def test_fit_ends_once_the_last_validations_pictures_are_logged(mnist_root, tmp_path, monkeypatch):
     from lightning.pytorch.loggers import TensorBoardLogger
 
-    monkeypatch.setattr(validation_pictures, "draw", slow_draw)
+    end = FitEnd()
+
+    def draw_after_the_fit(*args):
+        """No picture is drawn before the fit's end: both epochs' are still being drawn when it comes."""
+        assert end.reached.wait(timeout=120), "the fit never ended"
+        return DRAW(*args)
+
+    monkeypatch.setattr(validation_pictures, "draw", draw_after_the_fit)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     pictures = ValidationPictures()
-    trainer = fit(mnist_root, tmp_path, pictures, max_epochs=2, logger=TensorBoardLogger(tmp_path, name="tb"))
+    callbacks = [end, pictures, DistributedJob()]
+    logger = TensorBoardLogger(tmp_path, name="tb")
+    trainer = fit(mnist_root, tmp_path, pictures, max_epochs=2, logger=logger, callbacks=callbacks)
     images = logged_images(tmp_path / "tb")
     for tag in ("val/confusion_matrix", "val/samples"):
         assert [step for step, _ in images[tag]] == [2, 4]  # each epoch's validation, in order
@@ -280,7 +299,9 @@ def test_fit_ends_once_the_last_validations_pictures_are_logged(mnist_root, tmp_
 
 
 def test_sigterm_waits_for_the_pictures_being_drawn(mnist_root, tmp_path, monkeypatch):
-    """Lightning's SIGTERM stop comes while epoch 0's pictures are still being drawn: they are logged."""
+    """Lightning's SIGTERM stop comes while epoch 0's pictures are still being drawn: they are logged.
+    The stop comes one training step after that validation (a quarter of a second on a busy 2-core
+    machine), within the draw's second."""
     monkeypatch.setattr(validation_pictures, "draw", slow_draw)
     args = [f"--data.root={mnist_root}", "--trainer.max_epochs=3", "--trainer.logger=TensorBoardLogger"]
     stopped = run_app("fit", *args, callback("helpers.stops.SigtermAt", step=5), cwd=tmp_path)

@@ -95,6 +95,7 @@ def ranks(tmp_path_factory) -> list[dict]:
     return [torch.load(folder / f"rank{r}.pt", weights_only=True) for r in (0, 1)]
 
 
+@pytest.mark.full
 @pytest.mark.distributed
 @pytest.mark.parametrize("name", LAYERS)
 def test_layer_sees_the_global_batch_forward_and_backward(name, ranks):
