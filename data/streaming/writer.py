@@ -102,10 +102,12 @@ def needed(found: dict[str, list[tuple[int, int, str | np.ndarray]]]) -> int:
 
 
 def no_room(folder: str, size: int) -> str | None:
-    """Why ``folder`` has no room for ``size`` bytes, at most a chunk (``strerror``), else None."""
-    # LitData's writer processes report what stopped them only as text: ask the disk itself, before the
-    # partial shards are removed, with a file of up to one default chunk (64 MB).
-    probe = Path(folder) / f".room.{os.getpid()}"
+    """Why ``folder`` (or, before it exists, the nearest folder above it) has no room for ``size`` bytes,
+    at most a chunk (``strerror``), else None."""
+    # LitData's writer processes report what stopped them only as text: ask the disk itself, with a file
+    # of up to one default chunk (64 MB).
+    there = next(path for path in (Path(folder), *Path(folder).parents) if path.is_dir())
+    probe = there / f".room.{os.getpid()}"
     try:
         with open(probe, "wb") as f:
             f.write(bytes(min(size, 64 << 20)))
@@ -116,6 +118,13 @@ def no_room(folder: str, size: int) -> str | None:
     finally:
         probe.unlink(missing_ok=True)
     return None
+
+
+def no_room_error(output: str, why: str, size: int) -> DataError:
+    return DataError(
+        f"no room for the shards in {output} ({why}): they need about {size:,} bytes; free that much "
+        "there, or pass another --output, and run shard again"
+    )
 
 
 def shard(
@@ -157,6 +166,11 @@ def shard(
         "splits": {name: len(items) for name, items in found.items()},
         "source": source(datamodule),
     }
+    # Asked before any shard is written: LitData's writer processes, stopped by a full disk, can wait on
+    # each other for good (litdata 0.2.x).
+    full = None if target.remote else no_room(target.url, needed(found))
+    if full:
+        raise no_room_error(output, full, needed(found))
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     # workaround: LitData stages every upload's chunks in one /tmp/chunks (0.2.76); gone when each has its own
     staging, before = tempfile.mkdtemp(prefix="shard-") if target.remote else None, os.environ.get(STAGING)
@@ -186,10 +200,7 @@ def shard(
         if full:
             # Its frames go now, and with them LitData's progress bar, whose last line would follow ours.
             err.__traceback__ = None
-            raise DataError(
-                f"no room for the shards in {output} ({full}): they need about {size:,} bytes; free "
-                "that much there, or pass another --output, and run shard again"
-            ) from None
+            raise no_room_error(output, full, size) from None
         raise
     finally:
         if staging:
