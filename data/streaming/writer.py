@@ -168,9 +168,10 @@ def shard(
     }
     # Asked before any shard is written: LitData's writer processes, stopped by a full disk, can wait on
     # each other for good (litdata 0.2.x).
-    full = None if target.remote else no_room(target.url, needed(found))
+    size = 0 if target.remote else needed(found)
+    full = size and no_room(target.url, size)
     if full:
-        raise no_room_error(output, full, needed(found))
+        raise no_room_error(output, full, size)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     # workaround: LitData stages every upload's chunks in one /tmp/chunks (0.2.76); gone when each has its own
     staging, before = tempfile.mkdtemp(prefix="shard-") if target.remote else None, os.environ.get(STAGING)
@@ -193,9 +194,7 @@ def shard(
             )
         target.write_json(SIDE_FILE, side)
     except BaseException as err:
-        local = isinstance(err, Exception) and not target.remote
-        size = needed(found) if local else 0
-        full = local and no_room(target.url, size)
+        full = isinstance(err, Exception) and size and no_room(target.url, size)
         target.remove()  # nothing half-written: a reader finds shards with their side file, or nothing
         if full:
             # Its frames go now, and with them LitData's progress bar, whose last line would follow ours.

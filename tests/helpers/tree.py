@@ -146,7 +146,8 @@ def check_it_runs(
     checker.stdin.write(json.dumps({"project": str(project), "args": args, "out": str(out)}) + "\n")
     checker.stdin.flush()
     status = checker.stdout.readline()
-    stderr = Path(f"{out}.stderr").read_text() if Path(f"{out}.stderr").exists() else ""
+    printed = Path(f"{out}.stderr")  # the fork's stdout and stderr
+    stderr = printed.read_text() if printed.exists() else ""
     assert status.strip() == "0", f"the check process ended with {status!r}:\n{stderr[-3000:]}"
     results = json.loads(out.read_text())
     assert results["help"]["code"] == 0 and "fit" in results["help"]["stdout"], stderr[-2000:]
