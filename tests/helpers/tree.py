@@ -183,12 +183,28 @@ def make_in(project: Path, *targets: str, timeout: int = 900) -> subprocess.Comp
     )
 
 
+def its_own(relative: Path) -> bool:
+    """Whether a path in a project (relative to it) is the project's: not in its venvs (``make setup``'s,
+    ``make test-lowest``'s), ``.git`` or what its runs wrote."""
+    return not relative.parts[0].startswith(".venv") and relative.parts[0] not in (".git", "runs")
+
+
+def own_files(root: Path, pattern: str) -> list[Path]:
+    """The files named by ``pattern`` in ``root`` and under its folders that are the project's (not
+    walking a venv's thousands of files only to leave them out)."""
+    found = [path for path in root.glob(pattern) if path.is_file()]
+    for folder in sorted(root.iterdir()):
+        if folder.is_dir() and its_own(folder.relative_to(root)):
+            found += [path for path in folder.rglob(pattern) if path.is_file()]
+    return found
+
+
 def used_names(root: Path) -> set[str]:
     """Every name the code outside ``tests/`` uses (names, attributes, imports, words of its strings), and
     every word of its configs and make files: where a function or class can be called from."""
     names = set()
-    for path in root.rglob("*.py"):
-        if path.relative_to(root).parts[0] in ("tests", ".venv"):
+    for path in own_files(root, "*.py"):
+        if path.relative_to(root).parts[0] == "tests":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Name):
@@ -199,8 +215,8 @@ def used_names(root: Path) -> set[str]:
                 names.add(node.asname or node.name.rsplit(".", 1)[-1])
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 names.update(re.findall(r"\w+", node.value))
-    for path in [*root.glob("configs/**/*.yaml"), *root.glob("**/*.mk"), root / "Makefile"]:
-        if path.is_file() and ".venv" not in path.parts:
+    for path in [*root.glob("configs/**/*.yaml"), *own_files(root, "*.mk"), root / "Makefile"]:
+        if path.is_file():
             names.update(re.findall(r"\w+", path.read_text()))
     return names
 
@@ -236,9 +252,9 @@ def left_behind(project: Path, dropped: list[str], every: dict[str, dict]) -> li
     if packages:
         # Not within another path (tests/app/tune, a guarded test list's): the package itself.
         naming = re.compile("|".join(rf"(?<![\w/.]){re.escape(package)}\b" for package in sorted(packages)))
-        for path in sorted(project.rglob("*")):
+        for path in own_files(project, "*"):
             relative = path.relative_to(project)
-            if not path.is_file() or relative.parts[0] in ("tests", ".git", ".venv", "runs"):
+            if relative.parts[0] == "tests":
                 continue
             try:
                 lines = path.read_text().splitlines()
