@@ -6,6 +6,7 @@ How runs are made and shrunk is in ``helpers/cli.py``; the data writers in ``hel
 import importlib.util
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -70,6 +71,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         f"or mark one that starts processes @pytest.mark.full (make test-all): {names}",
         yellow=True,
     )
+
+
+@pytest.fixture(autouse=True)
+def _a_wandb_service_per_test():
+    """W&B keeps one service a process, started by its first run: after a test that used W&B in the test
+    process, it is stopped (wandb.teardown), as at a process's exit, and the next test's runs start their
+    own. A passing test's tmp_path is removed (pyproject.toml): a service left on a removed folder fails
+    the next in-process run ('transport failed')."""
+    yield
+    if "wandb" in sys.modules:
+        sys.modules["wandb"].teardown()
 
 
 @pytest.fixture(scope="session")
