@@ -183,20 +183,17 @@ def make_in(project: Path, *targets: str, timeout: int = 900) -> subprocess.Comp
     )
 
 
-def its_own(relative: Path) -> bool:
-    """Whether a path in a project (relative to it) is the project's: not in its venvs (``make setup``'s,
-    ``make test-lowest``'s), ``.git`` or what its runs wrote."""
-    return not relative.parts[0].startswith(".venv") and relative.parts[0] not in (".git", "runs")
+NOT_WALKED = ("tests", ".git", "runs")  # and .venv*
 
 
 def own_files(root: Path, pattern: str) -> list[Path]:
-    """The files named by ``pattern`` in ``root`` and under its folders that are the project's (not
-    walking a venv's thousands of files only to leave them out)."""
-    found = [path for path in root.glob(pattern) if path.is_file()]
+    """The files named by ``pattern`` in a project, outside ``tests/``, its venvs (``make setup``'s,
+    ``make test-lowest``'s), ``.git`` and what its runs wrote: folders not walked at all."""
+    found = list(root.glob(pattern))
     for folder in sorted(root.iterdir()):
-        if folder.is_dir() and its_own(folder.relative_to(root)):
-            found += [path for path in folder.rglob(pattern) if path.is_file()]
-    return found
+        if folder.is_dir() and not folder.name.startswith(".venv") and folder.name not in NOT_WALKED:
+            found += folder.rglob(pattern)
+    return [path for path in found if path.is_file()]
 
 
 def used_names(root: Path) -> set[str]:
@@ -204,8 +201,6 @@ def used_names(root: Path) -> set[str]:
     every word of its configs and make files: where a function or class can be called from."""
     names = set()
     for path in own_files(root, "*.py"):
-        if path.relative_to(root).parts[0] == "tests":
-            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Name):
                 names.add(node.id)
@@ -254,8 +249,6 @@ def left_behind(project: Path, dropped: list[str], every: dict[str, dict]) -> li
         naming = re.compile("|".join(rf"(?<![\w/.]){re.escape(package)}\b" for package in sorted(packages)))
         for path in own_files(project, "*"):
             relative = path.relative_to(project)
-            if relative.parts[0] == "tests":
-                continue
             try:
                 lines = path.read_text().splitlines()
             except UnicodeDecodeError:
