@@ -144,7 +144,7 @@ def test_sigusr1_stops_every_rank_at_one_step_and_the_job_requeues_and_resumes(c
     cwd = clone / "usr1"
     cwd.mkdir()
     started = cwd / "started"
-    slow = callback("helpers.stops.SlowSteps", seconds=0.3, started=str(started))
+    slow = callback("helpers.stops.SlowSteps", seconds=0.5, started=str(started))
     shape = ["--data.batch_size=32", "--trainer.max_epochs=3", "--trainer.default_root_dir=usr1/runs"]
     job = submit(cluster, clone, *job_args(mnist_root, *shape, slow))
     record = state(cluster, job)
@@ -164,20 +164,25 @@ def test_sigusr1_stops_every_rank_at_one_step_and_the_job_requeues_and_resumes(c
     # During training: steps, their agreement, the stop's save, the ranks' way out.
     wait_for(started.exists, 300, "training never started", cluster)
     usr1(14, 0.1)  # within about a second: the stop, its save and the way out, before the requeue
-    wait_for(lambda: state(cluster, job)["Restarts"] == "1", 300, "never requeued", cluster)
+    # SLURM refuses a signal while the job requeues and scancel sends it again later: the burst's last ones
+    # may reach the next attempt, which then stops too. However many stops, each must end cleanly.
+    wait_for(lambda: state(cluster, job)["Restarts"] != "0", 300, "never requeued", cluster)
     started.unlink(missing_ok=True)
     # The time limit's warning to the requeued attempt, mid-training.
+    # (Its 10 or so steps left take 5 s and more: the warning lands before the last.)
     wait_for(started.exists, 300, "the requeued attempt never trained", cluster)
-    time.sleep(rng.uniform(0.5, 1.5))
+    time.sleep(rng.uniform(0.2, 1.0))
     usr1(1, 0)
     record = ended(cluster, job)
     text = log_of(record, cluster)
     print(f"SIGUSR1 deliveries: {len(sent)} sent, {sum(sent)} accepted by SLURM")
-    assert record["JobState"] == "COMPLETED" and record["Restarts"] == "2", text[-5000:]
+    restarts = int(record["Restarts"])
+    assert record["JobState"] == "COMPLETED" and restarts >= 2, text[-5000:]
     assert len(sent) == sum(sent) == 20  # each accepted: sent to a running job's tasks
     assert "#SBATCH --signal=SIGUSR1@90" in (clone / "scripts" / "slurm.sbatch").read_text()  # as it is sent
-    assert [line.split()[1] for line in text.splitlines() if line.startswith("attempt ")] == ["1", "2", "3"]
-    assert text.count("requeueing job ") == 2 and text.count("stopped by SIGUSR1: saved ") == 2, text[-5000:]
+    attempts = [line.split()[1] for line in text.splitlines() if line.startswith("attempt ")]
+    assert attempts == [str(n) for n in range(1, restarts + 2)], text[-5000:]
+    assert text.count("requeueing job ") == text.count("stopped by SIGUSR1: saved ") == restarts, text[-5000:]
     assert text.count("done: ") == 1 and "Traceback" not in text and "Handling auto-requeue" not in text
     runs = cwd / "runs"
     assert [p.name for p in runs.glob("*/*")] == ["version_0"]
