@@ -1,7 +1,8 @@
 """Two tune processes on one study (a real PostgreSQL server; a journal file; SQLite) finish exactly the
-trials asked for, none run twice nor drawing the same values; one of them SIGKILLed mid-trial, the same
-command run again resumes that trial from its own ``last.ckpt`` and it ends with exactly the weights an
-uninterrupted fit with its values has."""
+trials asked for, each process some, none run twice nor drawing the same values. On PostgreSQL one of
+them is SIGKILLed mid-trial: the same command run again resumes that trial from its own ``last.ckpt`` and
+it ends with exactly the weights an uninterrupted fit with its values has. The kill is the storages' alike
+(the trial's marks go through Optuna's storage API), so SQLite and the journal show the sharing alone."""
 
 import csv
 import multiprocessing
@@ -18,12 +19,12 @@ import yaml
 from helpers.cli import SHRINK, app_command, app_env, check, max_difference, run_app, run_folder
 
 from app.tune.report import lines
-from app.tune.study import open_storage
+from app.tune.study import PID, open_storage
 
 pytestmark = pytest.mark.distributed
 
 FIT = [*SHRINK, "--trainer.max_epochs=2", "--last_checkpoint.every_n_steps=1"]
-TRIALS = 4
+TRIALS = {"postgresql": 4, "journal": 2, "sqlite": 2}  # a trial each where no process is killed
 
 
 def children(pid: int) -> list[int]:
@@ -78,6 +79,7 @@ def kill_mid_trial(tune: subprocess.Popen, folder: Path) -> str:
 def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
     kind, request, mnist_root, tmp_path
 ):
+    trials, killing = TRIALS[kind], kind == "postgresql"
     storage = {
         "postgresql": lambda: request.getfixturevalue("postgres").url,
         "journal": lambda: str(tmp_path / "study.log"),
@@ -95,7 +97,7 @@ def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
         "tune",
         f"--data.root={mnist_root}",
         f"--tune.space={space}",
-        f"--tune.trials={TRIALS}",
+        f"--tune.trials={trials}",
         *([f"--tune.storage={storage}"] if storage else []),
         f"--tune.study_name={name}",
         "--trainer.max_epochs=2",
@@ -104,8 +106,8 @@ def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
     start = lambda: subprocess.Popen(tune, cwd=tmp_path, env=app_env(), stderr=subprocess.PIPE, text=True)  # noqa: E731
     first, second = start(), start()
     folder = tmp_path / "runs" / "tune" / name
-    killed = kill_mid_trial(first, folder)
-    again = start()  # the same command, run again
+    killed = kill_mid_trial(first, folder) if killing else None
+    again = start() if killing else first  # the same command, run again
     for process in (second, again):
         assert process.wait(timeout=600) == 0, process.stderr.read()[-3000:]
 
@@ -118,28 +120,30 @@ def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
         ),
         "sqlite": lambda: f"sqlite:///{folder / 'study.db'}",
     }[kind]()
-    trials = optuna.load_study(study_name=name, storage=optuna_storage).trials
-    complete = [t for t in trials if t.state.name == "COMPLETE"]
+    made = optuna.load_study(study_name=name, storage=optuna_storage).trials
+    complete = [t for t in made if t.state.name == "COMPLETE"]
     # Exactly the count asked for, each run (folder) once: the killed trial failed, then resumed once.
-    assert len(complete) == TRIALS and len({t.user_attrs["run"] for t in complete}) == TRIALS
-    (interrupted,) = [t for t in trials if t.state.name == "FAIL"]
+    assert len(complete) == trials and len({t.user_attrs["run"] for t in complete}) == trials
+    # Both processes ran trials: each marks its trials with its pid (the killed one's too).
+    assert {t.system_attrs[PID] for t in made} >= {first.pid, second.pid}
+    # Every draw its own: each process seeds a trial's draws with its number (the same --seed_everything).
+    drawn = [t.params["model.optimizer.lr"] for t in made if "resumes" not in t.user_attrs]
+    assert len(set(drawn)) == len(drawn) >= trials, drawn
+    rows = list(csv.DictReader((folder / "trials.csv").open()))
+    assert len(rows) == len(made)
+    if not killing:
+        assert [t.state.name for t in made] == ["COMPLETE"] * trials
+        return
+    (interrupted,) = [t for t in made if t.state.name == "FAIL"]
     assert interrupted.user_attrs["run"] == killed and not [
-        t for t in trials if t.state.name not in ("COMPLETE", "FAIL")
+        t for t in made if t.state.name not in ("COMPLETE", "FAIL")
     ]
     (resumed,) = [t for t in complete if t.user_attrs.get("resumes") == interrupted.number]
     assert resumed.params == interrupted.params and resumed.user_attrs["run"] == killed
     assert not list((folder / killed).glob("version_1"))  # resumed in its own run folder, not started anew
     assert "--ckpt_path last: resuming from" in (folder / killed / "output.log").read_text()
-    # Every draw its own: each process seeds a trial's draws with its number (the same --seed_everything).
-    drawn = [t.params["model.optimizer.lr"] for t in trials if "resumes" not in t.user_attrs]
-    assert len(set(drawn)) == len(drawn) >= TRIALS, drawn
-    rows = list(csv.DictReader((folder / "trials.csv").open()))
-    assert len(rows) == len(trials)
 
-    # The resumed trial's weights are those of one uninterrupted fit with its values: the fit's own resume,
-    # whatever the storage, so checked once.
-    if kind != "postgresql":
-        return
+    # The resumed trial's weights are those of one uninterrupted fit with its values.
     lr = resumed.params["model.optimizer.lr"]
     check(
         run_app(
