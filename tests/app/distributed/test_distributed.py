@@ -93,62 +93,36 @@ def test_the_tolerance_fails_a_run_whose_lr_is_not_scaled(single_2b, mnist_root,
 
 
 @pytest.mark.full
-def test_two_processes_at_b_match_one_at_2b_with_balanced_sampling(imbalanced_mnist_root, tmp_path):
-    """--data.sampler balanced: the draw of an epoch depends on the seed and the epoch, not on the ranks."""
-    common = [f"--data.root={imbalanced_mnist_root}", "--data.sampler=balanced", "--test_after_fit=false"]
-    one = [
-        "--trainer.accelerator=cpu",
-        "--trainer.devices=1",
-        "--data.batch_size=128",
-    ]
-    one.append("--model.optimizer.lr=0.02")
-    check(run_app("fit", *one, *common, probe(tmp_path / "one"), cwd=tmp_path / "one"))
-    two = [*CPU2, "--trainer.strategy=ddp", "--data.batch_size=64", *common, "--model.optimizer.lr=0.01"]
-    check(run_process("fit", *two, probe(tmp_path / "two"), cwd=tmp_path))
-    single, ranks = (
-        load_probe(tmp_path / "one", "end", 0),
-        [load_probe(tmp_path / "two", "end", r) for r in (0, 1)],
-    )
-    assert ranks[0]["global_step"] == single["global_step"] == 4
-    assert max_difference(ranks[0]["weights"], ranks[1]["weights"]) == 0
-    assert max_difference(ranks[0]["weights"], single["weights"]) < SGD_TOLERANCE
-    assert "sampler: balanced" in (run_folder(tmp_path) / "config.yaml").read_text()
+def test_uneven_shards_take_the_same_steps_and_evaluation_counts_every_sample_once(mnist_root, tmp_path):
+    """301 training samples, batch 64: shards of 151 and 150 (padded to 151), 3 steps an epoch on each
+    rank; lr scaled by the square root of the world size (the modes' arithmetic is in
+    tests/models/test_training.py). Odd val (339) and test (251) sets: padding would count a sample twice
+    and shift the accuracy, so one process evaluating the same checkpoints must log what the two did.
 
-
-@pytest.mark.full
-def test_uneven_shards_run_the_same_steps_on_every_rank_at_the_scaled_lr(mnist_root, tmp_path):
-    """301 training samples, batch 64: shards of 151 and 150 (padded to 151), 3 steps each; lr scaled
-    by the square root of the world size (the modes' arithmetic is in tests/models/test_training.py)."""
-    args = [*CPU2, "--trainer.strategy=ddp", "--data.batch_size=64", "--data.val_size=339"]
-    args += ["--trainer.limit_train_batches=1.0", "--trainer.max_epochs=2", "--test_after_fit=false"]
-    args += ["--model.lr_scaling=sqrt", "--model.optimizer.lr=0.01"]
-    args.append("--trainer.callbacks+=LearningRateMonitor")
-    result = run_process("fit", *args, f"--data.root={mnist_root}", probe(tmp_path), cwd=tmp_path)
-    check(result)
-    assert load_probe(tmp_path, "end", 0)["global_step"] == load_probe(tmp_path, "end", 1)["global_step"] == 6
-    assert "with sqrt scaling to world size 2" in result.stderr + result.stdout
-    assert logged(run_folder(tmp_path))["lr-SGD"][0] == pytest.approx(0.01 * 2**0.5)
-
-
-@pytest.mark.full
-def test_evaluation_counts_every_sample_once(mnist_root, tmp_path):
-    """Odd val (129) and test (251) sets: padding would count a sample twice and shift the accuracy.
-
-    The one-process evaluations run the ddp checkpoint under dp (one process on CPU, DataParallel's
+    The one-process evaluations run the ddp checkpoints under dp (one process on CPU, DataParallel's
     code path), which also shows that checkpoints move from ddp to dp."""
-    data = [f"--data.root={mnist_root}", "--data.val_size=129"]
-    check(run_process("fit", *CPU2, "--trainer.strategy=ddp", *data, cwd=tmp_path))
+    data = [f"--data.root={mnist_root}", "--data.val_size=339"]
+    args = [*CPU2, "--trainer.strategy=ddp", "--data.batch_size=64", "--trainer.limit_train_batches=1.0"]
+    args += ["--trainer.max_epochs=2", "--model.lr_scaling=sqrt", "--model.optimizer.lr=0.01"]
+    args.append("--trainer.callbacks+=LearningRateMonitor")
+    result = run_process("fit", *args, *data, probe(tmp_path / "probe"), cwd=tmp_path)
+    check(result)
+    end = [load_probe(tmp_path / "probe", "end", rank)["global_step"] for rank in (0, 1)]
+    assert end == [6, 6]
+    assert "with sqrt scaling to world size 2" in result.stderr + result.stdout
     run = run_folder(tmp_path)
     ddp = logged(run)
-    ckpt = f"--ckpt_path={run / 'checkpoints' / 'last.ckpt'}"
+    assert ddp["lr-SGD"][0] == pytest.approx(0.01 * 2**0.5)
+
     # dp where the optional part is there (README, "Make it yours"); one process either way.
     one_process = "dp" if importlib.util.find_spec("app.dp") else "auto"
-    single = [*CPU2, f"--trainer.strategy={one_process}", ckpt, *data]
-    for subcommand in ("validate", "test"):
+    # The last validation saw the last weights; the test after fit, the best checkpoint's.
+    (best,) = (run / "checkpoints").glob("best-*.ckpt")
+    for subcommand, ckpt in (("validate", run / "checkpoints" / "last.ckpt"), ("test", best)):
+        single = [*CPU2, f"--trainer.strategy={one_process}", f"--ckpt_path={ckpt}", *data]
         check(run_app(subcommand, *single, configs=(str(run / "config.yaml"),), cwd=tmp_path))
         alone = logged(run)
         stage = "val" if subcommand == "validate" else "test"
-        # fit tested its best checkpoint; with one epoch that is the last one.
         assert alone[f"{stage}/acc"][-1] == ddp[f"{stage}/acc"][-1]
         assert alone[f"{stage}/loss"][-1] == pytest.approx(ddp[f"{stage}/loss"][-1], rel=1e-6)
 
