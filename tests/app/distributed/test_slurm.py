@@ -99,42 +99,33 @@ def log_of(record: dict[str, str], cluster: Cluster) -> str:
 
 
 def test_the_script_trains_from_a_fresh_clone_and_a_requeued_job_resumes_its_run(cluster, clone, mnist_root):
-    job = submit(cluster, clone, *job_args(mnist_root, probe(clone / "probe")))
-    record = ended(cluster, job)
-    log = log_of(record, cluster)
-    assert record["JobState"] == "COMPLETED", log[-3000:]
-    assert Path(record["StdOut"]).parent == clone  # in the folder sbatch ran in, there before the job
-    # Lightning joined SLURM's 2 tasks instead of launching processes of its own: one job, equal weights.
-    assert log.count("Initializing distributed: GLOBAL_RANK") == 2, log[-3000:]
-    end = [load_probe(clone / "probe", "end", rank) for rank in (0, 1)]
-    assert end[0]["world_size"] == 2 and max_difference(end[0]["weights"], end[1]["weights"]) == 0
-    assert "done: " in log and "Traceback" not in log
-
-    # Requeued once its first last.ckpt is saved: run again, it resumes in the same run folder.
-    cwd = clone / "second"
-    cwd.mkdir()
+    """One job, requeued once its first last.ckpt is saved: run again, it resumes in the same run folder."""
     saves = ["--last_checkpoint.every_n_steps=2", "--trainer.max_epochs=3"]
-    slow = callback("helpers.stops.SlowSteps", seconds=0.3, started=str(cwd / "started"))
-    job = submit(
-        cluster, clone, *job_args(mnist_root, *saves, slow, "--trainer.default_root_dir=second/runs")
-    )
-    last = clone / "second" / "runs"
-    wait_for(lambda: any(last.glob("*/version_0/checkpoints/last.ckpt")), 300, "no last.ckpt", cluster)
+    slow = callback("helpers.stops.SlowSteps", seconds=0.3, started=str(clone / "started"))
+    job = submit(cluster, clone, *job_args(mnist_root, *saves, slow, probe(clone / "probe")))
+    runs = clone / "runs"
+    wait_for(lambda: any(runs.glob("*/version_0/checkpoints/last.ckpt")), 300, "no last.ckpt", cluster)
     cluster.run("scontrol", "requeue", str(job))
     record = ended(cluster, job)
     log = log_of(record, cluster)
     assert record["JobState"] == "COMPLETED" and record["Restarts"] == "1", log[-3000:]
+    assert Path(record["StdOut"]).parent == clone  # in the folder sbatch ran in, there before the job
     attempts = [line for line in log.splitlines() if line.startswith("attempt ")]
     assert [line.split()[:4] for line in attempts] == [
         ["attempt", "1", "of", "job"],
         ["attempt", "2", "of", "job"],
     ]
-    assert log.index("--ckpt_path last: resuming from second/runs/") > log.index("attempt 2 "), log[-3000:]
+    # Lightning joined SLURM's 2 tasks instead of launching processes of its own: one job, equal weights.
+    assert log.count("Initializing distributed: GLOBAL_RANK") == 2 * 2, log[-3000:]
+    end = [load_probe(clone / "probe", "end", rank) for rank in (0, 1)]
+    assert end[0]["world_size"] == 2 and max_difference(end[0]["weights"], end[1]["weights"]) == 0
+    assert log.index("--ckpt_path last: resuming from runs/") > log.index("attempt 2 "), log[-3000:]
     assert log.count("done: ") == 1 and log.index("done: ") > log.index("attempt 2 ")
-    assert [p.name for p in last.glob("*/*")] == ["version_0"]
-    ckpt = torch.load(next(last.glob("*/version_0/checkpoints/last.ckpt")), weights_only=True)
+    assert "Traceback" not in log
+    assert [p.name for p in runs.glob("*/*")] == ["version_0"]
+    ckpt = torch.load(next(runs.glob("*/version_0/checkpoints/last.ckpt")), weights_only=True)
     assert ckpt["global_step"] == 3 * 2  # 3 epochs of 2 steps (512 images, 2 x 128 a step): once each
-    assert not list(last.rglob("hpc_ckpt*"))
+    assert not list(runs.rglob("hpc_ckpt*"))
 
 
 def test_sigusr1_stops_every_rank_at_one_step_and_the_job_requeues_and_resumes(cluster, clone, mnist_root):
