@@ -27,7 +27,6 @@ from helpers.cli import (
     probe,
     run_app,
     run_folder,
-    run_process,
     small_disk,
 )
 from helpers.data_files import corrupt_jpeg, write_image_folder, write_photo_folder
@@ -120,7 +119,7 @@ def test_a_killed_loader_worker_is_one_line_and_resume_is_exact(path, mnist_root
         f"{resume} (from {last.relative_to(cut)})"
     )
     assert intact(last)
-    check(run_process("fit", *args, probe(cut / "probe"), "--ckpt_path=last", cwd=cut))
+    check(run_app("fit", *args, probe(cut / "probe"), "--ckpt_path=last", cwd=cut))
     ends = [load_probe(folder / "probe", "end", 0) for folder in (whole, cut)]
     assert ends[0]["global_step"] == ends[1]["global_step"]
     assert max_difference(ends[0]["weights"], ends[1]["weights"]) == 0
@@ -170,7 +169,7 @@ def test_a_full_disk_for_predictions_or_config_is_one_line_and_nothing_is_lost(
         assert full.returncode == 1
         line = one_error_line(full.stderr)
         assert files_of(run) == before  # no partial file, nothing replaced
-        check(run_process(subcommand, *args, cwd=tmp_path))
+        check(run_app(subcommand, *args, cwd=tmp_path))
         size = (run / name).stat().st_size
         assert size > 1000
         assert line == (

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.cli import app_command, app_env, callback, check, load_probe, max_difference, probe, run_process
+from helpers.cli import app_command, app_env, callback, check, load_probe, max_difference, probe, run_app
 
 from data.mnist import MNISTDataModule
 from data.streaming.writer import shard
@@ -37,7 +37,7 @@ def test_the_store_gone_mid_epoch_stops_with_one_line_and_resumes_exactly(
     s3_server.client().create_bucket(Bucket="gone")
     shard(MNISTDataModule(root=str(mnist_root), val_size=100), URL, workers=1, chunk_size=9)
     whole = [*ARGS, f"--data.cache_dir={tmp_path / 'cache-whole'}", probe(tmp_path / "whole")]
-    check(run_process("fit", *whole, cwd=tmp_path / "whole"))
+    check(run_app("fit", *whole, cwd=tmp_path / "whole"))
 
     cut = tmp_path / "cut"
     args = [*ARGS, f"--data.cache_dir={tmp_path / 'cache-cut'}"]
@@ -68,7 +68,7 @@ def test_the_store_gone_mid_epoch_stops_with_one_line_and_resumes_exactly(
     # A hang guard: LitData's client gives up after its retries (10 s each).
     assert waited < 60, f"fit hung {waited:.0f} s after the S3 server was killed mid-epoch"
 
-    resumed = run_process("fit", *args, "--ckpt_path=last", probe(tmp_path / "cut-probe"), cwd=cut)
+    resumed = run_app("fit", *args, "--ckpt_path=last", probe(tmp_path / "cut-probe"), cwd=cut)
     check(resumed)
     end, reference = load_probe(tmp_path / "cut-probe", "end", 0), load_probe(tmp_path / "whole", "end", 0)
     assert end["global_step"] == reference["global_step"] == 20
