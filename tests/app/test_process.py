@@ -54,18 +54,9 @@ def test_importing_app_models_and_data_changes_nothing_process_wide():
     assert int(imported) > int(run_python(STEPS)) / 2
 
 
-@pytest.mark.full
-def test_the_cli_keeps_freed_memory_for_the_next_step():
-    plain = int(run_python(STEPS))
-    tuned = int(run_python("import app.process; app.process.prepare()\n" + STEPS))
-    print(f"page faults over 20 steps: glibc's defaults {plain}, after the CLI's settings {tuned}")
-    assert plain > 20 * 40 * 128 // 2  # glibc trimmed the heap and faulted the blocks in again
-    assert tuned < plain / 5
-
-
-# The objects each full garbage collection walks (and the one at the interpreter's exit), before and
-# after the CLI's start, and how many it set aside.
-COLLECTED = """
+# The CLI's start in a process with torch and Lightning imported: the objects each full garbage collection
+# walks (and the one at the interpreter's exit) before and after it, how many it set aside; then STEPS.
+PREPARED = """
 import gc, torch, lightning, app.process
 walked = len(gc.get_objects())
 app.process.prepare()
@@ -74,8 +65,13 @@ print(walked, len(gc.get_objects()), gc.get_freeze_count())
 
 
 @pytest.mark.full
-def test_the_cli_leaves_what_was_imported_out_of_garbage_collections():
-    before, after, set_aside = map(int, run_python(COLLECTED).split())
+def test_the_cli_keeps_freed_memory_and_leaves_what_was_imported_out_of_garbage_collections():
+    plain = int(run_python(STEPS))
+    collected, tuned = run_python(PREPARED + STEPS).splitlines()
+    print(f"page faults over 20 steps: glibc's defaults {plain}, after the CLI's settings {tuned}")
+    assert plain > 20 * 40 * 128 // 2  # glibc trimmed the heap and faulted the blocks in again
+    assert int(tuned) < plain / 5
+    before, after, set_aside = map(int, collected.split())
     assert before > 100_000  # torch's and Lightning's modules
     assert after < before / 10 and set_aside > before * 0.9
 
