@@ -146,18 +146,14 @@ def test_torchrun_launches_the_same_training_in_one_wandb_run(single_2b, mnist_r
 
 @pytest.mark.full
 def test_torchrun_world_size_mismatch_is_one_clear_line(mnist_root, tmp_path):
-    args = [
-        "--trainer.accelerator=cpu",
-        "--trainer.devices=1",
-        "--trainer.strategy=ddp",
-        f"--data.root={mnist_root}",
-    ]
-    result = run_process("fit", *args, launcher=torchrun("--nproc_per_node=2"), cwd=tmp_path)
+    """One process started by torchrun, two asked of Lightning."""
+    args = [*CPU2, "--trainer.strategy=ddp", f"--data.root={mnist_root}"]
+    result = run_process("fit", *args, launcher=torchrun("--nproc_per_node=1"), cwd=tmp_path)
     assert result.returncode != 0
     # torchrun reports the failed child with a traceback of its own; ours never shows.
     frames = [line for line in result.stderr.splitlines() if line.strip().startswith('File "')]
     assert not [frame for frame in frames if "/app/" in frame or "lightning" in frame]
-    assert "error: You set `devices=1` and `num_nodes=1` in Lightning" in result.stderr
+    assert "error: You set `devices=2` and `num_nodes=1` in Lightning" in result.stderr
 
 
 @pytest.mark.full
