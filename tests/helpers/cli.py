@@ -95,7 +95,8 @@ def run_command(command: list[str], *, cwd: Path, env: dict[str, str], timeout: 
             except subprocess.TimeoutExpired:  # a process that outlives SIGABRT
                 os.killpg(process.pid, signal.SIGKILL)
                 out, err = process.communicate()
-            pytest.fail(f"still running after {timeout} s: {command[1:5]}...; its stacks:\n{err[-12000:]}")
+            # Every process's stacks, whole: a rank's and each of its loader workers' (some 10 kB each).
+            pytest.fail(f"still running after {timeout} s: {command[1:5]}...; its stacks:\n{err[-60000:]}")
     return Result(process.returncode, out, err)
 
 
