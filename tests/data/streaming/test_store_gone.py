@@ -4,12 +4,21 @@ error line naming the endpoint and the command that takes it up again, which wor
 
 import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from helpers.cli import app_command, app_env, callback, check, load_probe, max_difference, probe, run_app
+from helpers.cli import (
+    Result,
+    app_command,
+    app_env,
+    callback,
+    check,
+    load_probe,
+    max_difference,
+    probe,
+    run_app,
+)
 
 from data.mnist import MNISTDataModule
 from data.streaming.writer import shard
@@ -105,13 +114,12 @@ def gone_while_held(s3_server, command: list[str], cwd: Path, flag: Path) -> tup
     return errors[0], waited
 
 
-def run_printed(line: str, marker: str, cwd: Path) -> subprocess.CompletedProcess:
-    """Run the command that the error ``line`` gives after ``marker``."""
+def run_printed(line: str, marker: str, cwd: Path) -> Result:
+    """Run the command that the error ``line`` gives after ``marker`` (in this process: what is tested is
+    the command, the store's loss was the other process's)."""
     command = shlex.split(line.split(marker, 1)[1])
     assert command[:3] == ["python", "-m", "app"], line
-    return subprocess.run(
-        [sys.executable, *command[1:]], cwd=cwd, env=app_env(), capture_output=True, text=True, timeout=300
-    )
+    return run_app(*command[3:], cwd=cwd, shrink=False)
 
 
 def test_the_store_gone_after_training_in_predict_and_validate_ends_within_seconds(
