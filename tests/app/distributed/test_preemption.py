@@ -1,7 +1,8 @@
 """Preemption under DDP: a SIGTERM to the launcher or to one rank of a 2-process gloo job.
 
 Every rank stops at the same step, ``last.ckpt`` is written once, one resume line, exit status 143,
-and ``--ckpt_path last`` ends with the weights of the uninterrupted job.
+each resume starts from the checkpoint's step and weights, and ``--ckpt_path last`` ends with the weights
+of the uninterrupted job (that last resume under ddp only).
 """
 
 import os
@@ -72,10 +73,18 @@ def test_sigterm_to_the_launcher_or_one_rank_stops_all_at_one_step_and_resumes_e
     job = [*JOB, f"--trainer.strategy={strategy}", f"--data.root={mnist_root}"]
     # As SLURM sends it, mid-epoch 0: the ranks agree one step later (rank 0 may take a step more
     # before it sees it), never alone.
-    assert stopped_job(job, tmp_path, tmp_path / "log1", step=2, launcher=True) in (3, 4)
-    # Resumed, then to rank 1 alone mid-epoch 1: the next step ends on every rank, and they stop.
+    first = stopped_job(job, tmp_path, tmp_path / "log1", step=2, launcher=True)
+    assert first in (3, 4)
+    saved = torch.load(run_folder(tmp_path) / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    # Resumed from there on every rank, then to rank 1 alone mid-epoch 1: the next step ends on every
+    # rank, and they stop.
     resumed = [*job, "--ckpt_path=last"]
-    assert stopped_job(resumed, tmp_path, tmp_path / "log2", step=6, launcher=False) == 7
+    assert stopped_job([*resumed, probe(tmp_path / "resumed")], tmp_path, tmp_path / "log2", 6, False) == 7
+    for rank in (0, 1):
+        start = load_probe(tmp_path / "resumed", "start", rank)
+        assert start["global_step"] == first and max_difference(start["weights"], saved) == 0, rank
+    if strategy == "ddp_spawn":
+        return  # the resume to the end is ddp's: from the weights a checkpoint holds, both train alike
     check(run_process("fit", *resumed, probe(tmp_path / "probe"), cwd=tmp_path))
     for rank in (0, 1):
         end = load_probe(tmp_path / "probe", "end", rank)
