@@ -79,7 +79,8 @@ def test_sigterm_to_the_launcher_or_one_rank_stops_all_at_one_step_and_resumes_e
     # Resumed from there on every rank, then to rank 1 alone mid-epoch 1: the next step ends on every
     # rank, and they stop.
     resumed = [*job, "--ckpt_path=last"]
-    assert stopped_job([*resumed, probe(tmp_path / "resumed")], tmp_path, tmp_path / "log2", 6, False) == 7
+    probed = [*resumed, probe(tmp_path / "resumed")]
+    assert stopped_job(probed, tmp_path, tmp_path / "log2", step=6, launcher=False) == 7
     for rank in (0, 1):
         start = load_probe(tmp_path / "resumed", "start", rank)
         assert start["global_step"] == first and max_difference(start["weights"], saved) == 0, rank

@@ -106,9 +106,11 @@ def test_two_tune_processes_share_a_study_and_a_killed_trial_resumes_exactly(
     start = lambda: subprocess.Popen(tune, cwd=tmp_path, env=app_env(), stderr=subprocess.PIPE, text=True)  # noqa: E731
     first, second = start(), start()
     folder = tmp_path / "runs" / "tune" / name
-    killed = kill_mid_trial(first, folder) if killing else None
-    again = start() if killing else first  # the same command, run again
-    for process in (second, again):
+    running = [first, second]
+    if killing:
+        killed = kill_mid_trial(first, folder)
+        running[0] = start()  # the same command, run again
+    for process in running:
         assert process.wait(timeout=600) == 0, process.stderr.read()[-3000:]
 
     import optuna
