@@ -32,9 +32,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that start several processes (the long ones) first: under pytest-xdist they then run
-    beside the short ones rather than alone at the end. Those of an optional part that is not here skip."""
-    items.sort(key=lambda item: item.get_closest_marker("distributed") is None)
+    """The long tests first, those that start several processes before the rest of the full tier: under
+    pytest-xdist they then run beside the others, and the short ones fill the workers' last minutes,
+    rather than a long one alone at the end. Those of an optional part that is not here skip."""
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("distributed") is None,
+            item.get_closest_marker("full") is None,
+        )
+    )
     for item in items:
         for marker in item.iter_markers("part"):
             if not has_part(marker.args[0]):
