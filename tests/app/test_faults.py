@@ -61,11 +61,13 @@ def test_unreadable_images_are_left_out_counted_and_never_mislabelled(tmp_path):
     assert [Counter(epoch) for epoch in json.loads(seen.read_text())] == [readable]
 
 
-def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120) -> None:
+def wait_for(pattern: str, cwd: Path, process: subprocess.Popen, timeout: float = 120) -> Path:
+    """The first file under ``cwd`` matching ``pattern``, once ``process`` has written it."""
     deadline = time.monotonic() + timeout
-    while not path.exists():
+    while not (found := sorted(cwd.glob(pattern))):
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1][-3000:]
         time.sleep(0.05)
+    return found[0]
 
 
 def loader_data(path: str, tmp_path: Path, mnist_root: Path) -> list[str]:
@@ -105,9 +107,8 @@ def test_a_killed_loader_worker_is_one_line_and_resume_is_exact(path, mnist_root
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_for(cut / "runs", process)
-    last = run_folder(cut) / "checkpoints" / "last.ckpt"
-    wait_for(last, process)
+    # The run folder is made a moment after runs/: wait for the checkpoint itself.
+    last = wait_for("runs/*/version_0/checkpoints/last.ckpt", cut, process)
     workers = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
     os.kill(int(workers[0]), signal.SIGKILL)
     _, stderr = process.communicate(timeout=120)
