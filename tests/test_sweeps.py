@@ -15,8 +15,6 @@ import yaml
 from helpers.cli import ROOT, SHRINK_WANDB, app_env, callback, check, run_app, run_command, run_folder
 from helpers.data_files import write_cifar
 from helpers.wandb_files import records
-from wandb.sdk.launch.sweeps import utils as agent_utils
-from wandb.sdk.lib import config_util
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # sweeps 0.2 declares a pydantic v1 config key at import
@@ -43,6 +41,9 @@ def agent_command(config: dict, drawn: dict) -> list[str]:
     """The command a W&B agent runs for ``drawn``: the file's ``command`` with its macros filled in
     as ``wandb agent`` fills them (``Agent._command_run``), from the same helpers; only
     ``${interpreter}``, ``python`` there, is this interpreter here."""
+    # W&B's modules where they're used: at collection they'd cost every test process a second.
+    from wandb.sdk.launch.sweeps import utils as agent_utils
+
     command = agent_utils.create_sweep_command(list(config["command"]))
     macros = agent_utils.create_sweep_command_args({"args": drawn})
     macros |= {"env": ["/usr/bin/env"], "interpreter": [sys.executable], "program": [config["program"]]}
@@ -60,6 +61,8 @@ def app_part(line: list[str]) -> list[str]:
 
 def as_agent(monkeypatch, tmp_path, drawn: dict) -> None:
     """The environment a W&B agent gives the trial it starts (offline here), in a folder with ``configs/``."""
+    from wandb.sdk.lib import config_util
+
     params = tmp_path / "wandb" / f"sweep-{SWEEP_ID}" / f"config-{TRIAL_ID}.yaml"
     config_util.save_config_file_from_dict(str(params), drawn)
     for key, value in {

@@ -8,7 +8,6 @@ import threading
 import urllib.request
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-import optuna_dashboard
 import pytest
 import yaml
 from helpers.cli import check, logged, run_app, run_folder
@@ -73,7 +72,10 @@ def test_a_search_leaves_a_study_folder_people_can_read(mnist_root, tmp_path):
     check(run_app("fit", f"--config={folder / 'best.yaml'}", shrink=False, cwd=again))
     assert max(logged(run_folder(again))["val/acc"]) == float(best["value"])
 
-    # optuna-dashboard's web app, served on 127.0.0.1, answers with the study and its trials.
+    # optuna-dashboard's web app, served on 127.0.0.1, answers with the study and its trials. (Imported
+    # here: at collection it would cost every test process 0.2 s.)
+    import optuna_dashboard
+
     server = make_server(
         "127.0.0.1", 0, optuna_dashboard.wsgi(f"sqlite:///{folder / 'study.db'}"), handler_class=Quiet
     )
